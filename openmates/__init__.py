@@ -1,0 +1,1 @@
+"""OpenMates: a self-hostable AI assistant platform."""

@@ -1,0 +1,30 @@
+"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+
+``daphne openmates.asgi:application`` serves both. The WebSocket stack checks the
+``Origin`` header against ``ALLOWED_HOSTS`` before anything else (PROTOCOL.md).
+"""
+
+from __future__ import annotations
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openmates.settings")
+# Django must be set up before anything imports models (the WebSocket routes do).
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from openmates.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    }
+)

@@ -1,0 +1,205 @@
+"""Django settings for OpenMates: one module, read from the environment.
+
+Every value comes through ``openmates.env``. Development defaults are safe to run
+locally; ``openmates.checks`` refuses production mode (``DEBUG=False``) without a real
+``SECRET_KEY``, a ``DATABASE_URL`` and a Vault address. Settings never call Vault or any
+other service at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import dj_database_url
+
+from openmates.env import (
+    data_dir,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+    service_setting,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = data_dir()
+
+# The value ``checks.check_production_settings`` refuses outside DEBUG.
+DEFAULT_SECRET_KEY = "openmates-insecure-development-key-change-me"  # noqa: S105
+SECRET_KEY = env_secret("SECRET_KEY") or service_setting("SECRET_KEY") or DEFAULT_SECRET_KEY
+DEBUG = env_bool("DEBUG", default=True)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list(
+    "CSRF_TRUSTED_ORIGINS", ["http://127.0.0.1:8000", "http://localhost:8000"]
+)
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "openmates",
+    "instances",
+    "skills",
+    "memories",
+    "chats",
+    "pipeline",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "openmates.urls"
+ASGI_APPLICATION = "openmates.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database: DATABASE_URL, else the embedded PostgreSQL that runlocal records. ---
+DATABASE_URL = service_setting("DATABASE_URL")
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL or f"postgres://openmates@/openmates?host={DATA_DIR / 'run'}",
+        # Under ASGI a persistent connection would be held per thread forever (STYLE.md).
+        conn_max_age=0,
+    )
+}
+DATABASES["default"].setdefault("OPTIONS", {})
+DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", 5)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: cache, sessions and the channel layer. ---
+REDIS_URL = service_setting("REDIS_URL") or f"unix://{DATA_DIR / 'run' / 'redis.sock'}?db=0"
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env_str("OPENMATES_CACHE_PREFIX", "om"),
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.DefaultClient",
+            "SOCKET_CONNECT_TIMEOUT": 3,
+            "SOCKET_TIMEOUT": 3,
+        },
+    }
+}
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
+
+def _channel_layer_key(secret: str) -> str:
+    # A key of its own for the channel layer, derived so that it changes with SECRET_KEY.
+    return hashlib.sha256(f"openmates-channel-layer|{secret}".encode()).hexdigest()
+
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "symmetric_encryption_keys": [_channel_layer_key(SECRET_KEY)],
+            "prefix": env_str("OPENMATES_CHANNEL_PREFIX", "om:asgi"),
+        },
+    }
+}
+
+# --- Vault (OpenBao speaks the same API). ---
+VAULT_ADDR = service_setting("VAULT_ADDR")
+VAULT_TOKEN = service_setting("VAULT_TOKEN")
+VAULT_ROLE_ID = service_setting("VAULT_ROLE_ID")
+VAULT_SECRET_ID = service_setting("VAULT_SECRET_ID")
+# The privileged token for creating, rotating and deleting keys (management commands).
+VAULT_ADMIN_TOKEN = service_setting("VAULT_ADMIN_TOKEN")
+VAULT_TRANSIT_MOUNT = env_str("VAULT_TRANSIT_MOUNT", "transit")
+VAULT_TIMEOUT_S = env_float("VAULT_TIMEOUT_S", default=5.0)
+# Plaintext data keys stay in process memory at most this long (CRYPTO.md §4).
+VAULT_DATA_KEY_TTL_S = env_int("VAULT_DATA_KEY_TTL_S", default=300)
+
+# --- LLM defaults; instances override them with their own tier maps. ---
+LLM_LOCAL_API_BASE = service_setting("LLM_LOCAL_API_BASE", "http://127.0.0.1:8088/v1")
+LLM_LOCAL_MODEL = env_str("LLM_LOCAL_MODEL", "text-completion-openai/gemma-3-270m")
+LLM_LOCAL_CONTEXT_TOKENS = env_int("LLM_LOCAL_CONTEXT_TOKENS", default=8192)
+LLM_DEFAULT_TIERS: dict[str, list[dict[str, str]]] = {
+    tier: [
+        {
+            "model": env_str(f"LLM_{tier.upper()}_MODEL", LLM_LOCAL_MODEL),
+            "api_base": env_str(f"LLM_{tier.upper()}_API_BASE", LLM_LOCAL_API_BASE),
+        }
+    ]
+    for tier in ("fast", "standard", "heavy")
+}
+LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", default=60.0)
+LLM_EMBEDDING_MODEL = env_str("LLM_EMBEDDING_MODEL", "local/all-MiniLM-L6-v2")
+LLM_EMBEDDING_DIMENSIONS = env_int("LLM_EMBEDDING_DIMENSIONS", default=384)
+
+# --- Django REST framework. ---
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "PAGE_SIZE": 50,
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if not DEBUG else None
+SECURE_REFERRER_POLICY = "no-referrer"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # LiteLLM's own loggers echo prompts at DEBUG; keep them at WARNING (DESIGN §1).
+        "LiteLLM": {"level": "WARNING"},
+        "LiteLLM Router": {"level": "WARNING"},
+        "LiteLLM Proxy": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+    },
+}
