@@ -1,0 +1,27 @@
+"""Fixtures shared by every test module.
+
+App-specific fixture modules are listed in ``pytest_plugins`` so each app's tests can
+add fixtures without editing this file's body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.factories import UserFactory
+
+pytest_plugins: list[str] = []
+
+
+@pytest.fixture
+def owner(db: Any) -> Any:
+    """A user who owns what a test creates."""
+    return UserFactory(username="owner")
+
+
+@pytest.fixture
+def stranger(db: Any) -> Any:
+    """A user with no access to the owner's data."""
+    return UserFactory(username="stranger")
