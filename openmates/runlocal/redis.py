@@ -6,11 +6,14 @@ with an append-only file so a restart loses nothing.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from openmates.runlocal.process import ServiceError, socket_dir, wait_until
 
@@ -39,11 +42,18 @@ class EmbeddedRedis:
         """The ``REDIS_URL`` of database ``db``."""
         return f"unix://{self.socket_path}?db={db}"
 
+    def _client(self) -> redis.Redis:
+        # No retries: redis-py's default backoff turns "not started yet" into seconds.
+        return redis.Redis(
+            unix_socket_path=str(self.socket_path), socket_timeout=2, retry=Retry(NoBackoff(), 0)
+        )
+
     def running(self) -> bool:
         """True when the server answers PING."""
+        if not self.socket_path.exists():
+            return False
         try:
-            client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=1)
-            return bool(client.ping())
+            return bool(self._client().ping())
         except (redis.RedisError, OSError):
             return False
 
@@ -103,11 +113,8 @@ class EmbeddedRedis:
     def stop(self, *, timeout_s: float = 10) -> None:
         """Ask the server to save and shut down; kill it if it does not."""
         if self.running():
-            try:
-                client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=2)
-                client.shutdown(nosave=not self.persistent)
-            except (redis.RedisError, OSError):
-                pass
+            with contextlib.suppress(redis.RedisError, OSError):
+                self._client().shutdown(nosave=not self.persistent)
         if self._process is not None:
             try:
                 self._process.wait(timeout_s)
