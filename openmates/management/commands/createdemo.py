@@ -1,0 +1,35 @@
+"""``manage.py createdemo``: the demo user and instance of the embedded default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from openmates.runlocal.demo import demo_setup
+
+
+class Command(BaseCommand):
+    """Create (once) the user ``demo`` and the instance ``demo``; print how to sign in."""
+
+    help = "Create the demo user and demo instance if missing and print how to sign in."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run the idempotent demo set-up and print the sign-in."""
+        account = demo_setup(directory=settings.DATA_DIR)
+        if account.password:
+            self.stdout.write(
+                f"Sign in as '{account.username}' with password '{account.password}' "
+                f"(kept in {settings.DATA_DIR / 'demo_password'})."
+            )
+        else:
+            self.stdout.write(
+                f"Sign in as '{account.username}' with the password you set for it "
+                "(python manage.py changepassword demo resets it)."
+            )
+        if account.instance_slug:
+            state = "created" if account.instance_created else "ready"
+            self.stdout.write(f"Demo instance '{account.instance_slug}': {state}.")
+        else:
+            self.stdout.write("The instances app cannot create instances yet: no demo instance.")

