@@ -1,0 +1,332 @@
+"""Validation of client frames on ``/ws/chat/`` (PROTOCOL.md is the contract).
+
+``parse_frame(text)`` turns one WebSocket text frame into a frozen pydantic model, one
+class per client frame type, or raises ``FrameError`` carrying the PROTOCOL.md error code:
+
+* ``frame_too_large``: more than 256 KiB (4 MiB for ``chat.history`` and ``sync.*``), or a
+  message ``content`` over 64 KiB of UTF-8;
+* ``unknown_type``: a JSON object whose ``type`` is not a client frame type;
+* ``invalid_frame``: anything else wrong (not JSON, not an object, a missing or mistyped
+  field, an id that is not a UUIDv7, a ciphertext that is not CRYPTO.md §3's envelope).
+
+Validation is strict (no coercion: ``"3"`` is not a version) and extra fields are ignored,
+because PROTOCOL.md lets implementations add fields.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
+
+MAX_FRAME_BYTES = 256 * 1024
+MAX_BULK_FRAME_BYTES = 4 * 1024 * 1024
+MAX_CONTENT_BYTES = 64 * 1024
+# Smallest CRYPTO.md §3 envelope: version byte, 8-byte key id, 12-byte iv, 16-byte GCM tag.
+_MIN_ENVELOPE_BYTES = 1 + 8 + 12 + 16
+_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+_SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
+_TOOL_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
+_REQUEST_ID_RE = re.compile(r"^[-a-zA-Z0-9_.:]{1,128}$")
+_SIZE_ERROR = "content_too_large"
+
+
+class ErrorCode(StrEnum):
+    """The error codes of PROTOCOL.md, exactly."""
+
+    INVALID_FRAME = "invalid_frame"
+    FRAME_TOO_LARGE = "frame_too_large"
+    UNKNOWN_TYPE = "unknown_type"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    BUSY = "busy"
+    RATE_LIMITED = "rate_limited"
+    SAFETY_REJECTED = "safety_rejected"
+    PROVIDER_ERROR = "provider_error"
+    VAULT_UNAVAILABLE = "vault_unavailable"
+    CACHE_UNAVAILABLE = "cache_unavailable"
+    INTERNAL = "internal"
+
+
+class FrameError(Exception):
+    """A client frame that cannot be accepted; becomes an ``error`` frame, never a close.
+
+    ``ids`` holds whichever of request_id/chat_id/task_id/message_id the frame carried
+    (so the client can tell which of its requests failed).
+    """
+
+    def __init__(self, code: ErrorCode, message: str, **ids: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.ids = ids
+
+
+def _uuid7(value: str) -> str:
+    if not _UUID_RE.match(value):
+        raise PydanticCustomError("uuid7", "must be a lowercase UUIDv7 string")
+    return value
+
+
+def _slug(value: str) -> str:
+    if not _SLUG_RE.match(value):
+        raise PydanticCustomError("slug", "must be 1-64 letters, digits, '-' or '_'")
+    return value
+
+
+def _tool_name(value: str) -> str:
+    if not _TOOL_RE.match(value):
+        raise PydanticCustomError("tool_name", "must be a tool name")
+    return value
+
+
+def _request_id(value: str) -> str:
+    if not _REQUEST_ID_RE.match(value):
+        raise PydanticCustomError("request_id", "must be 1-128 characters of [-A-Za-z0-9_.:]")
+    return value
+
+
+def _envelope(value: str) -> str:
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise PydanticCustomError("ciphertext", "must be standard base64") from None
+    if len(raw) < _MIN_ENVELOPE_BYTES or raw[0] != 0x01:
+        raise PydanticCustomError("ciphertext", "must be a CRYPTO.md §3 envelope (version 1)")
+    return value
+
+
+def _content(value: str) -> str:
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
+        raise PydanticCustomError(_SIZE_ERROR, "is larger than 64 KiB of UTF-8")
+    if not value.strip():
+        raise PydanticCustomError("empty", "must not be empty")
+    return value
+
+
+Uuid7 = Annotated[str, AfterValidator(_uuid7)]
+Slug = Annotated[str, AfterValidator(_slug)]
+ToolName = Annotated[str, AfterValidator(_tool_name)]
+RequestId = Annotated[str, AfterValidator(_request_id)]
+Ciphertext = Annotated[str, AfterValidator(_envelope)]
+Content = Annotated[str, AfterValidator(_content)]
+Version = Annotated[int, Field(ge=0)]
+Role = Literal["user", "assistant"]
+Tier = Literal["fast", "standard", "heavy"]
+MemoryCategory = Literal["preference", "fact", "event", "relationship", "decision", "general"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+class HistoryMessage(_Model):
+    """One message of a client-supplied history (oldest first)."""
+
+    message_id: Uuid7
+    role: Role
+    content: Content
+
+
+class Overrides(_Model):
+    """Client overrides of pre-processing, honoured only within the user's role."""
+
+    tier: Tier | None = None
+    tools: Annotated[list[ToolName], Field(max_length=32)] | None = None
+    mate: Slug | None = None
+
+
+class ChatCreate(_Model):
+    type: Literal["chat.create"]
+    request_id: RequestId
+    chat_id: Uuid7
+    instance: Slug
+    encrypted_chat_key: Ciphertext
+    encrypted_title: Ciphertext | None = None
+
+
+class ChatUpdate(_Model):
+    type: Literal["chat.update"]
+    chat_id: Uuid7
+    version: Version
+    request_id: RequestId | None = None
+    encrypted_title: Ciphertext | None = None
+    encrypted_summary: Ciphertext | None = None
+    encrypted_tags: Ciphertext | None = None
+    pinned: bool | None = None
+
+
+class ChatDelete(_Model):
+    type: Literal["chat.delete"]
+    chat_id: Uuid7
+    request_id: RequestId | None = None
+
+
+class MessageSend(_Model):
+    type: Literal["message.send"]
+    chat_id: Uuid7
+    message_id: Uuid7
+    content: Content
+    history: Annotated[list[HistoryMessage], Field(max_length=500)] | None = None
+    overrides: Overrides | None = None
+
+
+class MessageRetry(_Model):
+    type: Literal["message.retry"]
+    chat_id: Uuid7
+    message_id: Uuid7
+
+
+class MessageStore(_Model):
+    type: Literal["message.store"]
+    chat_id: Uuid7
+    message_id: Uuid7
+    encrypted_content: Ciphertext
+    version: Version
+
+
+class ChatHistory(_Model):
+    type: Literal["chat.history"]
+    chat_id: Uuid7
+    request_id: RequestId
+    messages: Annotated[list[HistoryMessage], Field(max_length=10_000)]
+    summary: Annotated[str, Field(max_length=MAX_CONTENT_BYTES)] | None = None
+
+
+class MemoryConsent(_Model):
+    type: Literal["memory.consent"]
+    chat_id: Uuid7
+    request_id: RequestId
+    allowed: Annotated[list[MemoryCategory], Field(max_length=6)]
+
+
+class TaskCancel(_Model):
+    type: Literal["task.cancel"]
+    task_id: Uuid7
+
+
+class SkillCancel(_Model):
+    type: Literal["skill.cancel"]
+    embed_id: Uuid7
+
+
+class StreamResume(_Model):
+    type: Literal["stream.resume"]
+    chat_id: Uuid7
+    task_id: Uuid7
+    last_sequence: Version
+
+
+class SyncRequest(_Model):
+    type: Literal["sync.request"]
+    known: Annotated[dict[Uuid7, Version], Field(max_length=10_000)]
+
+
+class Ping(_Model):
+    type: Literal["ping"]
+    ts: Annotated[str, Field(max_length=64)] | int | float | None = None
+
+
+ClientFrame = (
+    ChatCreate
+    | ChatUpdate
+    | ChatDelete
+    | MessageSend
+    | MessageRetry
+    | MessageStore
+    | ChatHistory
+    | MemoryConsent
+    | TaskCancel
+    | SkillCancel
+    | StreamResume
+    | SyncRequest
+    | Ping
+)
+
+FRAME_TYPES: dict[str, type[_Model]] = {
+    "chat.create": ChatCreate,
+    "chat.update": ChatUpdate,
+    "chat.delete": ChatDelete,
+    "message.send": MessageSend,
+    "message.retry": MessageRetry,
+    "message.store": MessageStore,
+    "chat.history": ChatHistory,
+    "memory.consent": MemoryConsent,
+    "task.cancel": TaskCancel,
+    "skill.cancel": SkillCancel,
+    "stream.resume": StreamResume,
+    "sync.request": SyncRequest,
+    "ping": Ping,
+}
+_ID_FIELDS = ("request_id", "chat_id", "task_id", "message_id")
+
+
+def frame_size_limit(frame_type: str) -> int:
+    """Largest allowed encoded size in bytes for a frame of ``frame_type``."""
+    if frame_type == "chat.history" or frame_type.startswith("sync."):
+        return MAX_BULK_FRAME_BYTES
+    return MAX_FRAME_BYTES
+
+
+def _ids_of(raw: dict[str, Any]) -> dict[str, str]:
+    # Echo ids only when they look like ids, so an error frame never reflects junk.
+    return {
+        name: value
+        for name in _ID_FIELDS
+        if isinstance(value := raw.get(name), str) and _REQUEST_ID_RE.match(value)
+    }
+
+
+def _describe(error: ValidationError) -> tuple[ErrorCode, str]:
+    first = error.errors(include_url=False)[0]
+    code = ErrorCode.INVALID_FRAME
+    if any(e["type"] == _SIZE_ERROR for e in error.errors(include_url=False)):
+        code = ErrorCode.FRAME_TOO_LARGE
+        first = next(e for e in error.errors(include_url=False) if e["type"] == _SIZE_ERROR)
+    where = ".".join(str(part) for part in first["loc"]) or "frame"
+    return code, f"{where}: {first['msg']}"
+
+
+def parse_frame(text: str | None, bytes_data: bytes | None = None) -> ClientFrame:
+    """Validate one WebSocket frame and return its typed model.
+
+    ``text`` is the text frame; a binary frame (``bytes_data``) is refused, since every
+    frame is a JSON object. Raises ``FrameError`` with the PROTOCOL.md code.
+    """
+    if text is None:
+        raise FrameError(ErrorCode.INVALID_FRAME, "frames must be JSON text, not binary")
+    # A character is at most 4 bytes, so most frames skip the encode for the size check.
+    size = len(text) if len(text) * 4 <= MAX_FRAME_BYTES else len(text.encode("utf-8", "replace"))
+    if size > MAX_BULK_FRAME_BYTES:
+        raise FrameError(ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds 4 MiB")
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raise FrameError(ErrorCode.INVALID_FRAME, "frame is not valid JSON") from None
+    if not isinstance(raw, dict):
+        raise FrameError(ErrorCode.INVALID_FRAME, "frame must be a JSON object")
+    ids = _ids_of(raw)
+    frame_type = raw.get("type")
+    if not isinstance(frame_type, str):
+        raise FrameError(ErrorCode.INVALID_FRAME, "frame has no string 'type'", **ids)
+    model = FRAME_TYPES.get(frame_type)
+    if model is None:
+        raise FrameError(ErrorCode.UNKNOWN_TYPE, f"unknown frame type {frame_type[:64]!r}", **ids)
+    limit = frame_size_limit(frame_type)
+    if size > limit:
+        raise FrameError(
+            ErrorCode.FRAME_TOO_LARGE,
+            f"{frame_type} frame of {size} bytes exceeds {limit // 1024} KiB",
+            **ids,
+        )
+    try:
+        return model.model_validate(raw)  # type: ignore[return-value]
+    except ValidationError as error:
+        code, message = _describe(error)
+        raise FrameError(code, message, **ids) from None

@@ -1,0 +1,211 @@
+"""Validation of every client frame of PROTOCOL.md (pipeline/protocol.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from pipeline import protocol
+from pipeline.ids import new_id
+from pipeline.protocol import ErrorCode, FrameError, parse_frame
+
+ENVELOPE = base64.b64encode(b"\x01" + b"k" * 8 + b"i" * 12 + b"ciphertext-and-tag-16b").decode()
+
+
+def _frame(**fields: Any) -> str:
+    return json.dumps(fields, ensure_ascii=False)
+
+
+def _valid_frames() -> dict[str, dict[str, Any]]:
+    chat, message, task = new_id(), new_id(), new_id()
+    return {
+        "chat.create": {
+            "request_id": "r1",
+            "chat_id": chat,
+            "instance": "demo",
+            "encrypted_chat_key": ENVELOPE,
+            "encrypted_title": ENVELOPE,
+        },
+        "chat.update": {"chat_id": chat, "version": 3, "pinned": True},
+        "chat.delete": {"chat_id": chat},
+        "message.send": {
+            "chat_id": chat,
+            "message_id": message,
+            "content": "What is 2+2?",
+            "history": [{"message_id": new_id(), "role": "user", "content": "hi"}],
+            "overrides": {"tier": "heavy", "tools": ["calculator"], "mate": "coder"},
+        },
+        "message.retry": {"chat_id": chat, "message_id": message},
+        "message.store": {
+            "chat_id": chat,
+            "message_id": message,
+            "encrypted_content": ENVELOPE,
+            "version": 1,
+        },
+        "chat.history": {
+            "chat_id": chat,
+            "request_id": "h-1",
+            "messages": [{"message_id": message, "role": "assistant", "content": "4"}],
+            "summary": "Arithmetic.",
+        },
+        "memory.consent": {"chat_id": chat, "request_id": "m1", "allowed": ["fact"]},
+        "task.cancel": {"task_id": task},
+        "skill.cancel": {"embed_id": new_id()},
+        "stream.resume": {"chat_id": chat, "task_id": task, "last_sequence": 0},
+        "sync.request": {"known": {chat: 2}},
+        "ping": {"ts": 17},
+    }
+
+
+@pytest.mark.parametrize("frame_type", sorted(protocol.FRAME_TYPES))
+def test_every_client_frame_type_validates_into_its_model(frame_type: str) -> None:
+    fields = _valid_frames()[frame_type]
+    parsed = parse_frame(_frame(type=frame_type, **fields))
+    assert type(parsed) is protocol.FRAME_TYPES[frame_type]
+    assert parsed.type == frame_type
+    for name, value in fields.items():
+        if isinstance(value, str | int):
+            assert getattr(parsed, name) == value
+
+
+def test_valid_frames_cover_every_client_type_of_the_protocol() -> None:
+    assert set(_valid_frames()) == set(protocol.FRAME_TYPES)
+    assert len(protocol.FRAME_TYPES) == 13
+
+
+def _error(text: str | None, bytes_data: bytes | None = None) -> FrameError:
+    with pytest.raises(FrameError) as caught:
+        parse_frame(text, bytes_data)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["not json", "[1, 2]", '"ping"', "{}", '{"type": 5}', "{'type': 'ping'}", ""],
+)
+def test_malformed_frames_are_invalid_frame(text: str) -> None:
+    assert _error(text).code is ErrorCode.INVALID_FRAME
+
+
+def test_binary_frame_is_invalid_frame() -> None:
+    assert _error(None, b'{"type": "ping"}').code is ErrorCode.INVALID_FRAME
+
+
+def test_unknown_type_is_reported_with_its_name() -> None:
+    error = _error(_frame(type="chat.explode", chat_id=new_id()))
+    assert error.code is ErrorCode.UNKNOWN_TYPE
+    assert "chat.explode" in error.message
+
+
+def test_missing_field_names_the_field_and_echoes_ids() -> None:
+    chat = new_id()
+    error = _error(_frame(type="message.send", chat_id=chat, content="hi"))
+    assert error.code is ErrorCode.INVALID_FRAME
+    assert error.message.startswith("message_id:")
+    assert error.ids == {"chat_id": chat}
+
+
+@pytest.mark.parametrize(
+    ("frame_type", "field", "value"),
+    [
+        ("chat.update", "version", "3"),  # strict: no coercion of strings
+        ("chat.update", "version", -1),
+        ("chat.update", "version", True),
+        ("chat.update", "pinned", "yes"),
+        ("message.send", "chat_id", "not-a-uuid"),
+        ("message.send", "chat_id", "0b4f8c2e-6f3a-4d1b-9c2e-5a6b7c8d9e0f"),  # UUIDv4
+        ("message.send", "content", "   "),
+        ("message.send", "content", 42),
+        ("message.send", "history", [{"message_id": "x", "role": "user", "content": "a"}]),
+        ("message.send", "history", [{"message_id": None, "role": "robot", "content": "a"}]),
+        ("message.send", "overrides", {"tier": "ultra"}),
+        ("message.send", "overrides", {"tools": ["bad name!"]}),
+        ("message.store", "encrypted_content", "not base64!!"),
+        ("message.store", "encrypted_content", base64.b64encode(b"\x02" + b"x" * 40).decode()),
+        ("message.store", "encrypted_content", base64.b64encode(b"\x01short").decode()),
+        ("chat.create", "instance", "no spaces allowed"),
+        ("chat.create", "request_id", ""),
+        ("memory.consent", "allowed", ["secrets"]),
+        ("stream.resume", "last_sequence", 1.5),
+        ("sync.request", "known", {"abc": 1}),
+        ("ping", "ts", {"nested": True}),
+    ],
+)
+def test_mistyped_fields_are_invalid_frame(frame_type: str, field: str, value: Any) -> None:
+    fields = _valid_frames()[frame_type] | {field: value}
+    error = _error(_frame(type=frame_type, **fields))
+    assert error.code is ErrorCode.INVALID_FRAME, error.message
+    assert field in error.message
+
+
+def test_extra_fields_are_ignored() -> None:
+    parsed = parse_frame(_frame(type="ping", ts="a", client="web 1.2"))
+    assert parsed == protocol.Ping(type="ping", ts="a")
+
+
+def test_content_of_exactly_64_kib_is_accepted_and_one_byte_more_is_too_large() -> None:
+    fields = _valid_frames()["message.send"]
+    fields.pop("history")
+    ok = parse_frame(_frame(type="message.send", **fields | {"content": "é" * 32768}))
+    assert isinstance(ok, protocol.MessageSend)
+    assert len(ok.content.encode()) == 65536
+    error = _error(_frame(type="message.send", **fields | {"content": "é" * 32768 + "x"}))
+    assert error.code is ErrorCode.FRAME_TOO_LARGE
+    assert error.message.startswith("content:")
+
+
+def test_history_message_content_over_64_kib_is_too_large() -> None:
+    fields = _valid_frames()["chat.history"]
+    big = [{"message_id": new_id(), "role": "user", "content": "a" * 70_000}]
+    error = _error(_frame(type="chat.history", **fields | {"messages": big}))
+    assert error.code is ErrorCode.FRAME_TOO_LARGE
+
+
+def test_ordinary_frame_over_256_kib_is_too_large() -> None:
+    chat = new_id()
+    text = _frame(type="chat.update", chat_id=chat, version=1, padding="x" * (256 * 1024))
+    error = _error(text)
+    assert error.code is ErrorCode.FRAME_TOO_LARGE
+    assert error.ids == {"chat_id": chat}
+
+
+def test_a_2_mb_message_send_is_too_large() -> None:
+    fields = _valid_frames()["message.send"]
+    error = _error(_frame(type="message.send", **fields | {"content": "a" * 2_000_000}))
+    assert error.code is ErrorCode.FRAME_TOO_LARGE
+
+
+def test_chat_history_and_sync_frames_may_reach_4_mib() -> None:
+    fields = _valid_frames()["chat.history"]
+    messages = [
+        {"message_id": new_id(), "role": "user", "content": "a" * 60_000} for _ in range(50)
+    ]
+    parsed = parse_frame(_frame(type="chat.history", **fields | {"messages": messages}))
+    assert isinstance(parsed, protocol.ChatHistory)
+    assert len(parsed.messages) == 50
+    known = {new_id(): 1 for _ in range(8000)}
+    sync = parse_frame(_frame(type="sync.request", known=known))
+    assert isinstance(sync, protocol.SyncRequest)
+    assert len(sync.known) == 8000
+
+
+def test_any_frame_over_4_mib_is_too_large_before_parsing() -> None:
+    text = '{"type": "chat.history", "pad": "' + "x" * (4 * 1024 * 1024) + '"}'
+    assert _error(text).code is ErrorCode.FRAME_TOO_LARGE
+
+
+def test_multibyte_text_is_measured_in_utf8_bytes() -> None:
+    # 70,000 characters of 4 bytes each: under 256 Ki characters, over 256 KiB of UTF-8.
+    text = _frame(type="ping", ts="1", pad="😀" * 70_000)
+    assert len(text) < 256 * 1024
+    assert _error(text).code is ErrorCode.FRAME_TOO_LARGE
+
+
+def test_frames_are_frozen() -> None:
+    parsed = parse_frame(_frame(type="task.cancel", task_id=new_id()))
+    assert isinstance(parsed, protocol.TaskCancel)
+    with pytest.raises(ValueError, match="frozen"):
+        parsed.task_id = new_id()  # type: ignore[misc]
