@@ -203,3 +203,7 @@ LOGGING = {
         "daphne": {"level": "WARNING"},
     },
 }
+
+# --- Skills: the key-needing tools' API endpoints (keys are instance secrets). ---
+SKILLS_WEB_SEARCH_API_BASE = env_str("SKILLS_WEB_SEARCH_API_BASE", "https://api.tavily.com")
+SKILLS_WEATHER_API_BASE = env_str("SKILLS_WEATHER_API_BASE", "https://api.openweathermap.org")
