@@ -122,6 +122,12 @@ def _message(exc: hvac.exceptions.VaultError) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _means_missing(lowered_message: str) -> bool:
+    # Transit words a missing key differently per endpoint ("encryption key not found",
+    # "no existing key named ... could be found").
+    return "not found" in lowered_message or "no existing key" in lowered_message
+
+
 def _translate(exc: Exception, what: str) -> VaultError:
     """Map an hvac/requests exception to a VaultError with a stable reason."""
     if isinstance(exc, requests.exceptions.Timeout):
@@ -135,7 +141,7 @@ def _translate(exc: Exception, what: str) -> VaultError:
             return VaultError("sealed", f"{what}: Vault is sealed")
         if isinstance(exc, hvac.exceptions.Forbidden | hvac.exceptions.Unauthorized):
             return VaultError("permission_denied", f"{what}: permission denied ({text})")
-        if isinstance(exc, hvac.exceptions.InvalidPath) or "not found" in lowered:
+        if isinstance(exc, hvac.exceptions.InvalidPath) or _means_missing(lowered):
             return VaultError("not_found", f"{what}: not found ({text})")
         if isinstance(exc, hvac.exceptions.InvalidRequest | hvac.exceptions.ParamValidationError):
             return VaultError("invalid_request", f"{what}: invalid request ({text})")
@@ -293,7 +299,9 @@ def _batch_results(answer: dict[str, Any], what: str, expected: int) -> list[dic
         raise VaultError("invalid_request", f"{what}: Vault answered {len(results)} of {expected}")
     for item in results:
         if item.get("error"):
-            reason = "not_found" if "not found" in str(item["error"]).lower() else "invalid_request"
+            reason = (
+                "not_found" if _means_missing(str(item["error"]).lower()) else "invalid_request"
+            )
             raise VaultError(reason, f"{what}: {item['error']}")
     return list(results)
 
@@ -749,6 +757,8 @@ path "auth/approle/role/{APP_ROLE}/role-id" {{ capabilities = ["read"] }}
 path "auth/approle/role/{APP_ROLE}/secret-id" {{ capabilities = ["update"] }}
 # The embedded runner seals its server on request.
 path "sys/seal" {{ capabilities = ["update", "sudo"] }}
+# `manage.py backup` takes a raft snapshot of the embedded server.
+path "sys/storage/raft/snapshot" {{ capabilities = ["read"] }}
 path "auth/token/lookup-self" {{ capabilities = ["read"] }}
 path "auth/token/renew-self" {{ capabilities = ["update"] }}
 """

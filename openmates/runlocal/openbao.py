@@ -104,6 +104,10 @@ class EmbeddedOpenBao:
             return self._root_token
         return _read_json(self.init_file).get("root_token") or None
 
+    def initialised(self) -> bool:
+        """True when a raft server in ``directory`` was initialised before (dev: never)."""
+        return self.mode == "raft" and bool(_read_json(self.init_file).get("unseal_key"))
+
     @property
     def process(self) -> subprocess.Popen[bytes] | None:
         """The server process this object started, if it is running."""

@@ -1,0 +1,278 @@
+"""The Vault seam against a real OpenBao: transit, data keys, key management, failures."""
+
+from __future__ import annotations
+
+import stat
+import time
+import uuid
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from openmates import crypto, vault
+from openmates.runlocal.openbao import EmbeddedOpenBao
+
+
+def test_key_names_follow_the_contract() -> None:
+    assert vault.user_key_name(42) == "user-42"
+    assert vault.instance_key_name("7") == "instance-7"
+
+
+def test_transit_round_trip(transit_key: str) -> None:
+    (ciphertext,) = vault.encrypt(transit_key, [b"hello vault"])
+    assert ciphertext.startswith("vault:v1:")
+    assert b"hello" not in ciphertext.encode()
+    assert vault.decrypt(transit_key, [ciphertext]) == [b"hello vault"]
+
+
+def test_batch_of_100_values_is_one_vault_call(transit_key: str) -> None:
+    values = [f"value {i}".encode() for i in range(100)]
+    before = vault.call_count()
+    ciphertexts = vault.encrypt(transit_key, values)
+    after_encrypt = vault.call_count()
+    plaintexts = vault.decrypt(transit_key, ciphertexts)
+    assert after_encrypt - before == 1
+    assert vault.call_count() - after_encrypt == 1
+    assert plaintexts == values
+    assert len(set(ciphertexts)) == 100
+
+
+def test_empty_batch_makes_no_vault_call(transit_key: str) -> None:
+    before = vault.call_count()
+    assert vault.encrypt(transit_key, []) == []
+    assert vault.decrypt(transit_key, []) == []
+    assert vault.call_count() == before
+
+
+def test_context_separates_derived_keys(transit_key: str) -> None:
+    (ciphertext,) = vault.encrypt(transit_key, [b"x"], context=b"purpose-a")
+    with pytest.raises(vault.VaultError) as caught:
+        vault.decrypt(transit_key, [ciphertext], context=b"purpose-b")
+    assert caught.value.reason == "invalid_request"
+    assert vault.decrypt(transit_key, [ciphertext], context=b"purpose-a") == [b"x"]
+
+
+def test_rotated_key_still_decrypts_old_ciphertext(transit_key: str) -> None:
+    (old,) = vault.encrypt(transit_key, [b"before rotation"])
+    assert vault.rotate_key(transit_key) == 2
+    assert vault.key_latest_version(transit_key) == 2
+    (new,) = vault.encrypt(transit_key, [b"after rotation"])
+    assert old.startswith("vault:v1:")
+    assert new.startswith("vault:v2:")
+    assert vault.decrypt(transit_key, [old, new]) == [b"before rotation", b"after rotation"]
+    (rewrapped,) = vault.rewrap(transit_key, [old])
+    assert rewrapped.startswith("vault:v2:")
+    assert vault.decrypt(transit_key, [rewrapped]) == [b"before rotation"]
+
+
+def test_deleted_user_key_no_longer_decrypts_while_another_still_does(
+    transit_key: str, other_transit_key: str
+) -> None:
+    (mine,) = vault.encrypt(transit_key, [b"shred me"])
+    (theirs,) = vault.encrypt(other_transit_key, [b"keep me"])
+    vault.delete_key(transit_key)
+    with pytest.raises(vault.VaultError) as caught:
+        vault.decrypt(transit_key, [mine])
+    assert caught.value.reason == "not_found"
+    assert vault.decrypt(other_transit_key, [theirs]) == [b"keep me"]
+
+
+def test_deleting_a_missing_key_is_fine() -> None:
+    vault.delete_key(f"user-missing-{uuid.uuid4().hex[:8]}")
+
+
+def test_ensure_key_is_idempotent(transit_key: str) -> None:
+    (ciphertext,) = vault.encrypt(transit_key, [b"still here"])
+    vault.ensure_key(transit_key)
+    assert vault.key_latest_version(transit_key) == 1
+    assert vault.decrypt(transit_key, [ciphertext]) == [b"still here"]
+
+
+def test_app_token_is_refused_key_management(transit_key: str) -> None:
+    with override_settings(VAULT_ADMIN_TOKEN=settings.VAULT_TOKEN):
+        with pytest.raises(vault.VaultError) as deleting:
+            vault.delete_key(transit_key)
+        with pytest.raises(vault.VaultError) as creating:
+            vault.ensure_key(f"user-t{uuid.uuid4().hex[:12]}")
+        with pytest.raises(vault.VaultError) as rotating:
+            vault.rotate_key(transit_key)
+    assert deleting.value.reason == "permission_denied"
+    assert creating.value.reason == "permission_denied"
+    assert rotating.value.reason == "permission_denied"
+    (ciphertext,) = vault.encrypt(transit_key, [b"the key survived"])
+    assert vault.decrypt(transit_key, [ciphertext]) == [b"the key survived"]
+
+
+def test_app_token_cannot_create_a_key_by_encrypting() -> None:
+    name = f"user-t{uuid.uuid4().hex[:12]}"
+    with pytest.raises(vault.VaultError) as caught:
+        vault.encrypt(name, [b"upsert?"])
+    assert caught.value.reason in ("permission_denied", "not_found")
+    with pytest.raises(vault.VaultError) as reading:
+        vault.key_latest_version(name)
+    assert reading.value.reason == "not_found"
+
+
+def test_data_key_is_reused_from_memory_without_a_second_vault_call(transit_key: str) -> None:
+    context = b"om1|dk|test"
+    plaintext, wrapped = vault.generate_data_key(transit_key, context=context)
+    assert len(plaintext) == 32
+    assert wrapped.startswith("vault:v1:")
+    vault.forget_data_keys(transit_key)
+    before = vault.call_count()
+    first = vault.decrypt_data_key(transit_key, wrapped, context=context)
+    second = vault.decrypt_data_key(transit_key, wrapped, context=context)
+    assert first == second == plaintext
+    assert vault.call_count() - before == 1
+
+
+def test_data_key_cache_expires_after_its_ttl(transit_key: str) -> None:
+    context = b"om1|dk|test"
+    _, wrapped = vault.generate_data_key(transit_key, context=context)
+    with override_settings(VAULT_DATA_KEY_TTL_S=0):
+        vault.forget_data_keys(transit_key)
+        before = vault.call_count()
+        vault.decrypt_data_key(transit_key, wrapped, context=context)
+        vault.decrypt_data_key(transit_key, wrapped, context=context)
+    assert vault.call_count() - before == 2
+
+
+async def test_async_twins_round_trip(transit_key: str) -> None:
+    ciphertexts = await vault.aencrypt(transit_key, [b"a", b"b"])
+    assert await vault.adecrypt(transit_key, ciphertexts) == [b"a", b"b"]
+    plaintext, wrapped = await vault.agenerate_data_key(transit_key, context=b"c")
+    assert await vault.adecrypt_data_key(transit_key, wrapped, context=b"c") == plaintext
+
+
+def test_unreachable_address_raises_instead_of_hanging(closed_port: int) -> None:
+    started = time.monotonic()
+    with (
+        override_settings(VAULT_ADDR=f"http://127.0.0.1:{closed_port}", VAULT_TIMEOUT_S=1.0),
+        pytest.raises(vault.VaultError) as caught,
+    ):
+        vault.encrypt("user-1", [b"x"])
+    assert caught.value.reason == "unreachable"
+    assert time.monotonic() - started < 1.0
+
+
+def test_silent_server_times_out_within_the_timeout(silent_port: int) -> None:
+    started = time.monotonic()
+    with (
+        override_settings(VAULT_ADDR=f"http://127.0.0.1:{silent_port}", VAULT_TIMEOUT_S=0.5),
+        pytest.raises(vault.VaultError) as caught,
+    ):
+        vault.encrypt("user-1", [b"x"])
+    elapsed = time.monotonic() - started
+    assert caught.value.reason == "timeout"
+    assert 0.4 < elapsed < 2.0
+
+
+def test_health_is_up_with_a_valid_token() -> None:
+    assert vault.health() == {"status": "up", "reason": None}
+
+
+def test_health_is_down_with_an_invalid_token() -> None:
+    with override_settings(VAULT_TOKEN="s.not-a-token"):
+        report = vault.health()
+    assert report["status"] == "down"
+    assert report["reason"].startswith("permission_denied")
+
+
+def test_health_is_down_when_unreachable(closed_port: int) -> None:
+    with override_settings(VAULT_ADDR=f"http://127.0.0.1:{closed_port}"):
+        report = vault.health(timeout_s=0.5)
+    assert report["status"] == "down"
+    assert report["reason"].startswith("unreachable")
+
+
+def test_app_token_renews_itself() -> None:
+    assert vault.renew_token() > 3600
+    assert vault.renew_token(admin=True) > 3600
+
+
+def test_approle_login_replaces_the_token(transit_key: str) -> None:
+    credentials = vault.approle_credentials(settings.VAULT_ADDR, settings.VAULT_ADMIN_TOKEN)
+    with override_settings(
+        VAULT_TOKEN="",
+        VAULT_ROLE_ID=credentials["VAULT_ROLE_ID"],
+        VAULT_SECRET_ID=credentials["VAULT_SECRET_ID"],
+    ):
+        (ciphertext,) = vault.encrypt(transit_key, [b"via approle"])
+        assert vault.decrypt(transit_key, [ciphertext]) == [b"via approle"]
+        assert vault.health()["status"] == "up"
+        assert vault.renew_token() > 0
+
+
+def test_approle_login_with_a_wrong_secret_is_refused() -> None:
+    credentials = vault.approle_credentials(settings.VAULT_ADDR, settings.VAULT_ADMIN_TOKEN)
+    with (
+        override_settings(
+            VAULT_TOKEN="",
+            VAULT_ROLE_ID=credentials["VAULT_ROLE_ID"],
+            VAULT_SECRET_ID=str(uuid.uuid4()),
+        ),
+        pytest.raises(vault.VaultError) as caught,
+    ):
+        vault.encrypt("user-1", [b"x"])
+    assert caught.value.reason in ("permission_denied", "invalid_request")
+
+
+# --- a persistent raft server: restart, seal, root token --------------------------------------
+
+
+def test_raft_server_revokes_its_root_token_and_keeps_secrets_private(
+    raft_vault: EmbeddedOpenBao, raft_settings: dict[str, str]
+) -> None:
+    assert raft_vault.root_token is None
+    for name in ("init.json", "tokens.json"):
+        mode = stat.S_IMODE((raft_vault.directory / name).stat().st_mode)
+        assert mode == 0o600, name
+    assert set(raft_settings) == {"VAULT_ADDR", "VAULT_TOKEN", "VAULT_ADMIN_TOKEN"}
+    assert vault.health() == {"status": "up", "reason": None}
+
+
+def test_raft_restart_and_unseal_keep_data_decryptable(
+    raft_vault: EmbeddedOpenBao, raft_settings: dict[str, str]
+) -> None:
+    name = f"user-t{uuid.uuid4().hex[:12]}"
+    vault.ensure_key(name)
+    (ciphertext,) = vault.encrypt(name, [b"survives a restart"])
+    sealed = crypto.seal(
+        key_name=name, purpose="memory", owner_id=1, object_id="m1", plaintext=b"envelope"
+    )
+    raft_vault.stop()
+    started = time.monotonic()
+    raft_vault.start()
+    restart_s = time.monotonic() - started
+    assert raft_vault.configure() == raft_settings  # the stored tokens are reused
+    crypto.forget_key(name)  # nothing warm: everything below goes to the restarted server
+    assert vault.decrypt(name, [ciphertext]) == [b"survives a restart"]
+    assert (
+        crypto.open_sealed(
+            key_name=name, purpose="memory", owner_id=1, object_id="m1", sealed=sealed
+        )
+        == b"envelope"
+    )
+    assert restart_s < 5.0
+    vault.delete_key(name)
+
+
+def test_sealed_server_is_reported_and_refuses_until_unsealed(
+    raft_vault: EmbeddedOpenBao, raft_settings: dict[str, str]
+) -> None:
+    name = f"user-t{uuid.uuid4().hex[:12]}"
+    vault.ensure_key(name)
+    (ciphertext,) = vault.encrypt(name, [b"sealed away"])
+    raft_vault.seal()
+    try:
+        report = vault.health()
+        with pytest.raises(vault.VaultError) as caught:
+            vault.decrypt(name, [ciphertext])
+    finally:
+        raft_vault.unseal()
+    assert report == {"status": "down", "reason": report["reason"]}
+    assert "sealed" in report["reason"]
+    assert caught.value.reason == "sealed"
+    assert vault.decrypt(name, [ciphertext]) == [b"sealed away"]
+    vault.delete_key(name)
