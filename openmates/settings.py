@@ -52,6 +52,9 @@ INSTALLED_APPS = [
     "memories",
     "chats",
     "pipeline",
+    "axes",
+    "csp",
+    "accounts",
 ]
 
 MIDDLEWARE = [
@@ -62,6 +65,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes requires: it turns lockouts into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "openmates.urls"
@@ -202,6 +208,39 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
     },
+}
+
+# --- Skills: the key-needing tools' API endpoints (keys are instance secrets). ---
+SKILLS_WEB_SEARCH_API_BASE = env_str("SKILLS_WEB_SEARCH_API_BASE", "https://api.tavily.com")
+SKILLS_WEATHER_API_BASE = env_str("SKILLS_WEATHER_API_BASE", "https://api.openweathermap.org")
+
+# --- Accounts: sign-in throttling (django-axes), the page's CSP (CRYPTO.md §7). ---
+AUTHENTICATION_BACKENDS = [
+    "accounts.backends.ThrottledBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "accounts:login"
+# Open sign-ups join this instance (empty: the oldest instance), when its policy allows.
+DEFAULT_INSTANCE_SLUG = env_str("DEFAULT_INSTANCE", "")
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", default=0.25)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
+AXES_VERBOSE = False
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "connect-src": ["'self'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
 }
 
 # --- Skills: the key-needing tools' API endpoints (keys are instance secrets). ---

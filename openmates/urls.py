@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
-from django.views.generic import TemplateView
+from django.urls import include, path
 
+from accounts.views import app_shell
 from openmates import health
 
 urlpatterns = [
-    path("", TemplateView.as_view(template_name="home.html"), name="home"),
+    path("", app_shell, name="home"),
+    path("accounts/", include("accounts.urls")),
     path("health", health.liveness, name="health"),
     path("health/ready", health.readiness, name="health-ready"),
     path("admin/", admin.site.urls),

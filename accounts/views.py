@@ -1,0 +1,129 @@
+"""Account pages: sign-up, sign-in, sign-out, password change, deletion; the app shell.
+
+Views validate through forms and call ``accounts.services``; throttling of failed
+sign-ins is django-axes' job (its backend and middleware).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.contrib import messages
+from django.contrib.auth import authenticate, login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.contrib.auth.views import LoginView, PasswordChangeView
+from django.forms import Form
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
+from django.views.decorators.http import require_POST
+
+from accounts import services
+from accounts.forms import AccountDeleteForm, SignUpForm
+from accounts.selectors import signup_target_get
+from instances.models import InstanceMember
+from openmates.vault import VaultError
+
+
+def app_shell(request: HttpRequest) -> HttpResponse:
+    """The chat app for a signed-in user; everyone else goes to sign-in."""
+    if not request.user.is_authenticated:
+        return redirect("accounts:login")
+    memberships = (
+        InstanceMember.objects.filter(user=request.user)
+        .select_related("instance")
+        .order_by("instance__name")
+    )
+    config = {
+        "userId": str(request.user.pk),
+        "username": request.user.get_username(),
+        "instances": [{"slug": m.instance.slug, "name": m.instance.name} for m in memberships],
+    }
+    return render(request, "app/app.html", {"app_config": config})
+
+
+def sign_up(request: HttpRequest) -> HttpResponse:
+    """Create an account (open sign-up or with ``?invite=<token>``) and sign it in."""
+    token = request.POST.get("invite") or request.GET.get("invite", "")
+    target = signup_target_get(invitation_token=token)
+    form = SignUpForm(request.POST or None, initial={"invite": token})
+    if request.method == "POST" and target.instance is not None and form.is_valid():
+        try:
+            user = services.user_sign_up(
+                username=form.cleaned_data["username"],
+                email=form.cleaned_data["email"],
+                password=form.cleaned_data["password1"],
+                invitation_token=form.cleaned_data["invite"],
+            )
+        except services.SignupRefusedError as refused:
+            form.add_error(None, str(refused))
+        except VaultError:
+            form.add_error(None, "The key service is unavailable; try again in a moment.")
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("home")
+    context = {"form": form, "closed": target.instance is None, "instance": target.instance}
+    return render(request, "accounts/signup.html", context, status=200)
+
+
+class SignInView(LoginView):
+    """Django's sign-in; axes counts failures and locks out after too many."""
+
+    template_name = "accounts/login.html"
+    redirect_authenticated_user = True
+
+
+@require_POST
+def sign_out(request: HttpRequest) -> HttpResponse:
+    """End the session and close the user's sockets (4401)."""
+    services.user_sign_out(request=request)
+    return redirect("accounts:login")
+
+
+class PasswordChange(PasswordChangeView):
+    """Change the login password; the user's other sessions and sockets end."""
+
+    template_name = "accounts/password_change.html"
+    success_url = reverse_lazy("home")
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        response = super().form_valid(form)
+        services.user_sockets_close(user_id=cast("User", self.request.user).pk)
+        messages.success(self.request, "Your password was changed.")
+        return response
+
+
+@login_required
+@require_POST
+def password_verify(request: HttpRequest) -> JsonResponse:
+    """Whether ``password`` is the login password (throttled by axes like a sign-in).
+
+    The encryption set-up page uses it so the browser can refuse a passphrase equal to
+    the login password without ever storing that password.
+    """
+    user = authenticate(
+        request, username=request.user.get_username(), password=request.POST.get("password", "")
+    )
+    return JsonResponse({"ok": user is not None and user.pk == request.user.pk})
+
+
+@login_required
+def account_delete(request: HttpRequest) -> HttpResponse:
+    """Delete the account after the password and a typed confirmation."""
+    user = cast("User", request.user)
+    form: Form = AccountDeleteForm(request.POST or None, user=user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.account_delete(user=user)
+        except VaultError:
+            form.add_error(None, "The key service is unavailable; nothing was deleted. Try again.")
+        else:
+            services.user_sign_out(request=request)
+            return redirect("accounts:deleted")
+    return render(request, "accounts/delete.html", {"form": form})
+
+
+def account_deleted(request: HttpRequest) -> HttpResponse:
+    """Shown after an account was deleted."""
+    return render(request, "accounts/deleted.html")

@@ -1,0 +1,202 @@
+"""The account pages over HTTP: CSP, sign-up, throttled sign-in, sign-out, deletion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from accounts.services import user_socket_group
+from instances.models import Instance, InstanceMember
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EXPECTED_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+
+def _directives(header: str) -> dict[str, str]:
+    return {
+        part.strip().split(" ", 1)[0]: part.strip().split(" ", 1)[1]
+        for part in header.split(";")
+        if part.strip()
+    }
+
+
+def test_pages_carry_the_csp_and_no_referrer(client: Client) -> None:
+    response = client.get("/accounts/login/")
+
+    assert response.status_code == 200
+    assert _directives(response["Content-Security-Policy"]) == _directives(EXPECTED_CSP)
+    assert response["Referrer-Policy"] == "no-referrer"
+
+
+def test_home_sends_anonymous_visitors_to_sign_in(client: Client) -> None:
+    response = client.get("/")
+
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/login/"
+
+
+def test_home_is_the_app_for_a_signed_in_member(client: Client, owner: Any) -> None:
+    instance = Instance.objects.create(slug="home", name="Home")
+    InstanceMember.objects.create(instance=instance, user=owner, role="owner")
+    client.force_login(owner)
+
+    response = client.get("/")
+
+    assert response.status_code == 200
+    assert b'id="app-config"' in response.content
+    assert b'"slug": "home"' in response.content
+    assert b"<script>" not in response.content
+    assert b"style=" not in response.content
+
+
+def test_sign_up_creates_and_signs_in_the_account(client: Client, open_instance: Instance) -> None:
+    response = client.post(
+        "/accounts/signup/",
+        {
+            "username": "ada",
+            "email": "ada@example.test",
+            "password1": "a long passphrase 17",
+            "password2": "a long passphrase 17",
+        },
+    )
+
+    assert response.status_code == 302
+    assert response["Location"] == "/"
+    assert client.get("/").status_code == 200
+    assert InstanceMember.objects.get(user__username="ada").instance == open_instance
+
+
+def test_sign_up_page_says_when_sign_up_needs_an_invitation(
+    client: Client, default_instance: Instance
+) -> None:
+    response = client.get("/accounts/signup/")
+
+    assert b"by invitation only" in response.content
+    assert b'name="password1"' not in response.content
+
+
+def test_sign_up_refuses_a_weak_password(client: Client, open_instance: Instance) -> None:
+    response = client.post(
+        "/accounts/signup/",
+        {"username": "ada", "email": "ada@example.test", "password1": "123", "password2": "123"},
+    )
+
+    assert response.status_code == 200
+    assert b"too short" in response.content
+    assert not get_user_model().objects.filter(username="ada").exists()
+
+
+def test_forms_need_a_csrf_token(owner: Any) -> None:
+    strict = Client(enforce_csrf_checks=True)
+
+    response = strict.post(
+        "/accounts/login/", {"username": "owner", "password": "correct horse battery staple"}
+    )
+
+    assert response.status_code == 403
+
+
+def test_sign_in_is_locked_after_five_failures_even_with_the_right_password(
+    client: Client, owner: Any
+) -> None:
+    for _ in range(5):
+        client.post("/accounts/login/", {"username": "owner", "password": "wrong"})
+
+    response = client.post(
+        "/accounts/login/", {"username": "owner", "password": "correct horse battery staple"}
+    )
+
+    assert response.status_code == 429
+    assert b"Too many failed sign-ins" in response.content
+    assert "_auth_user_id" not in client.session
+
+
+def test_sign_in_with_the_right_password_works(client: Client, owner: Any) -> None:
+    response = client.post(
+        "/accounts/login/", {"username": "owner", "password": "correct horse battery staple"}
+    )
+
+    assert response.status_code == 302
+    assert client.session["_auth_user_id"] == str(owner.pk)
+
+
+def test_sign_out_needs_post_and_closes_the_users_sockets(client: Client, owner: Any) -> None:
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(user_socket_group(owner.pk), channel)
+    client.force_login(owner)
+
+    assert client.get("/accounts/logout/").status_code == 405
+    response = client.post("/accounts/logout/")
+
+    assert response.status_code == 302
+    assert "_auth_user_id" not in client.session
+    assert async_to_sync(layer.receive)(channel) == {"type": "session.ended", "code": 4401}
+
+
+def test_password_verify_answers_whether_it_is_the_login_password(
+    client: Client, owner: Any
+) -> None:
+    client.force_login(owner)
+
+    right = client.post("/accounts/password/verify/", {"password": "correct horse battery staple"})
+    wrong = client.post("/accounts/password/verify/", {"password": "nope"})
+
+    assert right.json() == {"ok": True}
+    assert wrong.json() == {"ok": False}
+
+
+def test_password_change_keeps_this_session_and_closes_sockets(client: Client, owner: Any) -> None:
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(user_socket_group(owner.pk), channel)
+    client.force_login(owner)
+
+    response = client.post(
+        "/accounts/password/",
+        {
+            "old_password": "correct horse battery staple",
+            "new_password1": "another long secret 42",
+            "new_password2": "another long secret 42",
+        },
+    )
+
+    assert response.status_code == 302
+    owner.refresh_from_db()
+    assert owner.check_password("another long secret 42")
+    assert client.get("/").status_code == 200
+    assert async_to_sync(layer.receive)(channel)["code"] == 4401
+
+
+def test_account_delete_needs_the_typed_confirmation(client: Client, owner: Any) -> None:
+    client.force_login(owner)
+
+    response = client.post(
+        "/accounts/delete/", {"password": "correct horse battery staple", "confirm": "yes"}
+    )
+
+    assert response.status_code == 200
+    assert b"DELETE" in response.content
+    assert get_user_model().objects.filter(pk=owner.pk).exists()
+
+
+def test_account_delete_with_confirmation_deletes_and_signs_out(client: Client, owner: Any) -> None:
+    client.force_login(owner)
+
+    response = client.post(
+        "/accounts/delete/", {"password": "correct horse battery staple", "confirm": "DELETE"}
+    )
+
+    assert response.status_code == 302
+    assert response["Location"] == "/accounts/deleted/"
+    assert not get_user_model().objects.filter(pk=owner.pk).exists()
+    assert "_auth_user_id" not in client.session
