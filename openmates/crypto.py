@@ -155,13 +155,15 @@ def _drop_share(key_name: str, purpose: str) -> None:
         logger.warning("data key share not deleted (%s)", exc)
 
 
-def forget_key(key_name: str) -> None:
-    """Drop every cached data key of ``key_name``: this process's memory and the Redis
-    share (call after deleting or rotating the transit key)."""
+def forget_key(key_name: str, *, shared: bool = True) -> None:
+    """Drop every cached data key of ``key_name``: this process's memory and, unless
+    ``shared=False``, the Redis share (call after deleting or rotating the transit key)."""
     with _current_lock:
         for slot in [s for s in _current if s[1] == key_name]:
             del _current[slot]
     vault.forget_data_keys(key_name)
+    if not shared:
+        return
     try:
         cache.delete_many([_share_key(key_name, p) for p in PURPOSES])
     except _REDIS_ERRORS as exc:
