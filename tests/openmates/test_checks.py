@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from django.conf import settings
-from django.core.checks import Error
+from django.core.checks import CheckMessage, Error
 from django.test import override_settings
 
 from openmates.checks import check_production_settings
@@ -23,8 +23,8 @@ PRODUCTION = {
 }
 
 
-def _ids(errors: list[object]) -> list[str]:
-    return [e.id for e in errors if isinstance(e, Error)]  # type: ignore[misc]
+def _ids(errors: list[CheckMessage]) -> list[str]:
+    return [str(e.id) for e in errors if isinstance(e, Error)]
 
 
 def test_development_mode_needs_nothing() -> None:
