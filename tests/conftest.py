@@ -12,7 +12,9 @@ import pytest
 
 from tests.factories import UserFactory
 
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = [
+    "tests.chats_fixtures",
+]
 
 
 @pytest.fixture
