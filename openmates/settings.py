@@ -160,6 +160,11 @@ LLM_DEFAULT_TIERS: dict[str, list[dict[str, str]]] = {
     for tier in ("fast", "standard", "heavy")
 }
 LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", default=60.0)
+# Retries per fallback entry on retryable errors, with exponential backoff from this base.
+LLM_RETRIES = env_int("LLM_RETRIES", default=2)
+LLM_RETRY_BACKOFF_S = env_float("LLM_RETRY_BACKOFF_S", default=0.5)
+# Longest answer asked of the local base model (its prompt gets the rest of the context).
+LLM_LOCAL_MAX_TOKENS = env_int("LLM_LOCAL_MAX_TOKENS", default=512)
 LLM_EMBEDDING_MODEL = env_str("LLM_EMBEDDING_MODEL", "local/all-MiniLM-L6-v2")
 LLM_EMBEDDING_DIMENSIONS = env_int("LLM_EMBEDDING_DIMENSIONS", default=384)
 

@@ -13,6 +13,7 @@ import pytest
 from tests.factories import UserFactory
 
 pytest_plugins: list[str] = [
+    "tests.llm_fixtures",
     "tests.chats_fixtures",
 ]
 

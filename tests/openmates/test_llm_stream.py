@@ -1,0 +1,269 @@
+"""Stream normalisation through the gateway: what providers do, what callers get.
+
+Byte-level and wire-format cases go through the loopback SSE server and LiteLLM's
+``openai/`` provider; the rest through the scripted ``CustomLLM`` provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from openmates import llm
+from openmates.llm_stream import Finish, StreamError, TextDelta, ToolCall, Usage
+from tests.llm_fake import WireReply, chat_chunk, sse_body
+
+USER = [{"role": "user", "content": "hi"}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "calc",
+            "description": "Evaluate an arithmetic expression.",
+            "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}},
+        },
+    }
+]
+
+
+async def collect(**kwargs: Any) -> list[Any]:
+    kwargs.setdefault("tier", "standard")
+    kwargs.setdefault("messages", USER)
+    return [event async for event in llm.stream(**kwargs)]
+
+
+@pytest.fixture
+def wire_tier(settings: Any, llm_wire: Any) -> Any:
+    """The standard tier served by the loopback server through LiteLLM's openai/ provider."""
+    settings.LLM_DEFAULT_TIERS = {
+        "standard": [{"model": "openai/wire-model", "api_base": llm_wire.api_base}]
+    }
+    settings.LLM_RETRIES = 0
+    return llm_wire
+
+
+def tool_delta(index: int, call_id: str | None, name: str | None, arguments: str) -> dict:
+    fragment: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if call_id is not None:
+        fragment["id"] = call_id
+        fragment["type"] = "function"
+    if name is not None:
+        fragment["function"]["name"] = name
+    return fragment
+
+
+async def test_multibyte_text_split_at_every_byte_offset_arrives_unchanged(wire_tier: Any) -> None:
+    text = "你好世界🌍"
+    body = sse_body(
+        [chat_chunk(content=text), chat_chunk(finish_reason="stop"), chat_chunk(usage=(5, 6))]
+    )
+    expected = [TextDelta(text), Usage(5, 6), Finish("stop", "openai/wire-model")]
+    offsets = range(1, len(body))
+    for batch_start in range(1, len(body), 16):
+        batch = [o for o in offsets if batch_start <= o < batch_start + 16]
+        wire_tier.queue(*[WireReply([body[:o], body[o:]], gap_s=0.001) for o in batch])
+        results = await asyncio.gather(*[collect() for _ in batch])
+        for offset, events in zip(batch, results, strict=True):
+            assert events == expected, f"split at byte {offset}"
+    assert len(wire_tier.requests) == len(body) - 1
+
+
+async def test_parallel_tool_calls_all_at_index_zero_come_out_as_separate_calls(
+    wire_tier: Any,
+) -> None:
+    body = sse_body(
+        [
+            chat_chunk(tool_calls=[tool_delta(0, "c1", "calc", '{"expr": ')]),
+            chat_chunk(tool_calls=[tool_delta(0, None, None, '"1+1"}')]),
+            chat_chunk(tool_calls=[tool_delta(0, "c2", "calc", '{"ex')]),
+            chat_chunk(tool_calls=[tool_delta(0, None, None, 'pr": "2*3"}')]),
+            chat_chunk(finish_reason="tool_calls"),
+            chat_chunk(usage=(30, 12)),
+        ]
+    )
+    wire_tier.queue(WireReply([body]))
+
+    events = await collect(tools=TOOLS)
+
+    assert events == [
+        ToolCall("c1", "calc", {"expr": "1+1"}),
+        ToolCall("c2", "calc", {"expr": "2*3"}),
+        Usage(30, 12),
+        Finish("tool_calls", "openai/wire-model"),
+    ]
+    assert wire_tier.requests[0]["body"]["tools"] == TOOLS
+
+
+async def test_arguments_in_many_fragments_are_joined(wire_tier: Any) -> None:
+    pieces = ['{"', "expr", '": "', "12", " * ", "7", '"', "}"]
+    body = sse_body(
+        [chat_chunk(tool_calls=[tool_delta(0, "call_9", "calc", "")])]
+        + [chat_chunk(tool_calls=[tool_delta(0, None, None, p)]) for p in pieces]
+        + [chat_chunk(finish_reason="tool_calls"), chat_chunk(usage=(20, 9))]
+    )
+    wire_tier.queue(WireReply([body]))
+
+    events = await collect(tools=TOOLS)
+
+    assert events == [
+        ToolCall("call_9", "calc", {"expr": "12 * 7"}),
+        Usage(20, 9),
+        Finish("tool_calls", "openai/wire-model"),
+    ]
+
+
+async def test_empty_argument_string_means_no_arguments(llm_script: Any) -> None:
+    llm_script.reply(tool_calls=[{"id": "t1", "name": "datetime_now", "arguments": ""}])
+
+    events = await collect(tools=TOOLS)
+
+    assert events == [
+        ToolCall("t1", "datetime_now", {}),
+        Usage(12, 7),
+        Finish("tool_calls", "scripted/standard"),
+    ]
+
+
+async def test_text_and_tool_call_in_one_delta_both_arrive(wire_tier: Any) -> None:
+    body = sse_body(
+        [
+            {
+                **chat_chunk(),
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {
+                            "content": "Let me calculate.",
+                            "tool_calls": [tool_delta(0, "c7", "calc", '{"expr": "3-1"}')],
+                        },
+                        "finish_reason": None,
+                    }
+                ],
+            },
+            chat_chunk(finish_reason="tool_calls"),
+            chat_chunk(usage=(9, 4)),
+        ]
+    )
+    wire_tier.queue(WireReply([body]))
+
+    events = await collect(tools=TOOLS)
+
+    assert events == [
+        TextDelta("Let me calculate."),
+        ToolCall("c7", "calc", {"expr": "3-1"}),
+        Usage(9, 4),
+        Finish("tool_calls", "openai/wire-model"),
+    ]
+
+
+async def test_finish_reason_stop_after_streamed_tool_calls_reports_tool_calls(
+    wire_tier: Any,
+) -> None:
+    body = sse_body(
+        [
+            chat_chunk(tool_calls=[tool_delta(0, "c1", "calc", '{"expr": "1"}')]),
+            chat_chunk(finish_reason="stop"),
+            chat_chunk(usage=(8, 3)),
+        ]
+    )
+    wire_tier.queue(WireReply([body]))
+
+    events = await collect(tools=TOOLS)
+
+    assert events == [
+        ToolCall("c1", "calc", {"expr": "1"}),
+        Usage(8, 3),
+        Finish("tool_calls", "openai/wire-model"),
+    ]
+
+
+async def test_connection_cut_inside_tool_arguments_gives_an_error_and_no_call(
+    wire_tier: Any,
+) -> None:
+    body = sse_body(
+        [
+            chat_chunk(content="Checking."),
+            chat_chunk(tool_calls=[tool_delta(0, "c1", "calc", '{"expr": "1')]),
+        ],
+        done=False,
+    )
+    wire_tier.queue(WireReply([body], close_early=True))
+
+    events = await collect(tools=TOOLS)
+
+    assert events[0] == TextDelta("Checking.")
+    assert len(events) == 2
+    assert isinstance(events[1], StreamError)
+    assert events[1].code in {"provider_unavailable", "connection_error", "stream_cut"}
+    assert not any(isinstance(e, ToolCall) for e in events)
+
+
+async def test_stream_ending_inside_tool_arguments_gives_stream_cut(
+    llm_script: Any, settings: Any
+) -> None:
+    settings.LLM_RETRIES = 0
+    llm_script.reply(
+        text="One moment.",
+        tool_fragments=[{"index": 0, "id": "c1", "name": "calc", "arguments": '{"expr": "2+'}],
+        finish_reason=None,
+    )
+
+    events = await collect(tools=TOOLS)
+
+    assert events == [
+        TextDelta("One moment."),
+        StreamError("stream_cut", "The model's answer ended in the middle of a tool call.", True),
+    ]
+
+
+async def test_invalid_tool_arguments_after_a_finish_are_never_reported(
+    llm_script: Any, settings: Any
+) -> None:
+    settings.LLM_RETRIES = 0
+    llm_script.reply(
+        text="Sure.",
+        tool_fragments=[{"index": 0, "id": "c1", "name": "calc", "arguments": '{"expr": 2+'}],
+    )
+
+    events = await collect(tools=TOOLS)
+
+    assert events == [
+        TextDelta("Sure."),
+        StreamError("stream_cut", "The model's answer ended in the middle of a tool call.", True),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pieces", "shown"),
+    [
+        (["Sure. <tool_call>", '{"name": "calc"}', "</tool_call> Done."], "Sure.  Done."),
+        (["Sure. <tool", '_call>{"name": "calc", "arguments": {}}</tool_', "call>"], "Sure. "),
+        (["Result", "[TOOL_CALLS]", '[{"name": "calc"}]'], "Result"),
+        (["<|python_tag|>calc.call(expr='1')"], ""),
+        (["x <function=calc>", '{"expr": "1"}</function> y'], "x  y"),
+        (["a < b and <tool", "s> are fine"], "a < b and <tools> are fine"),
+    ],
+)
+async def test_tool_call_markup_in_text_is_never_shown(
+    llm_script: Any, pieces: list[str], shown: str
+) -> None:
+    llm_script.reply(text=pieces)
+
+    events = await collect()
+
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == shown
+    assert events[-1] == Finish("stop", "scripted/standard")
+
+
+async def test_markup_split_over_many_chunks_is_held_back_not_shown(llm_script: Any) -> None:
+    llm_script.reply(text=["ok ", "<", "tool", "_", "call", ">", "{}", "</tool_call>", "!"])
+
+    events = await collect()
+
+    assert [e for e in events if isinstance(e, TextDelta)] == [
+        TextDelta("ok "),
+        TextDelta("!"),
+    ]
