@@ -755,8 +755,9 @@ path "{mount}/rewrap/*" {{ capabilities = ["update"] }}
 path "auth/token/create/{APP_ROLE}" {{ capabilities = ["update"] }}
 path "auth/approle/role/{APP_ROLE}/role-id" {{ capabilities = ["read"] }}
 path "auth/approle/role/{APP_ROLE}/secret-id" {{ capabilities = ["update"] }}
-# The embedded runner seals its server on request.
+# The embedded runner seals its server on request and backs up its raft storage.
 path "sys/seal" {{ capabilities = ["update", "sudo"] }}
+path "sys/storage/raft/snapshot" {{ capabilities = ["read", "sudo"] }}
 # `manage.py backup` takes a raft snapshot of the embedded server.
 path "sys/storage/raft/snapshot" {{ capabilities = ["read"] }}
 path "auth/token/lookup-self" {{ capabilities = ["read"] }}
