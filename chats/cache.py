@@ -1,0 +1,437 @@
+"""The server's short-lived chat caches in Redis (DESIGN.md §4, CRYPTO.md §4-§5).
+
+Keys (exactly DESIGN.md §4's, no prefix):
+
+* ``user:{uid}:chat:{cid}:messages:ai`` — the AI cache: a Redis list, one entry per
+  message, each entry a CRYPTO.md §4 envelope (purpose ``ai-cache``, object id the chat
+  id) of ``{"message_id", "role", "content", ...}`` as JSON. 72 h; only the user's 3 most
+  recently active chats (``user:{uid}:chats:ai``, a sorted set of chat id → last activity)
+  are kept: a fourth active chat evicts the oldest, with its embeds unless a remaining
+  chat references them (``user:{uid}:chat:{cid}:embeds:ai``, a set of embed ids).
+* ``user:{uid}:chat:{cid}:messages:sync`` — the sync cache: client ciphertext only, as
+  JSON ``{"version": chat version, "messages": [...]}``; 1 h.
+* ``embed:{id}`` — the embed cache: an envelope (purpose ``embed``, object id the embed
+  id); 24 h. ``user:{uid}:embeds`` lists a user's cached embeds for pruning.
+* ``chat:{cid}:memory_consent`` — written by the pipeline, evicted with the chat here.
+
+Opening an entry needs no Vault call once the user's data key is warm in this process
+(``openmates.crypto``). The hot path is async (``redis.asyncio``); pruning and the sync
+cache are sync (management commands, ``chats.sync``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+from django.conf import settings
+
+from openmates import crypto, vault
+
+AI_CACHE_TTL_S = 72 * 3600
+SYNC_CACHE_TTL_S = 3600
+EMBED_CACHE_TTL_S = 24 * 3600
+AI_CACHE_CHATS = 3
+AI_PURPOSE = "ai-cache"
+EMBED_PURPOSE = "embed"
+
+
+def ai_key(user_id: int | str, chat_id: str) -> str:
+    return f"user:{user_id}:chat:{chat_id}:messages:ai"
+
+
+def sync_key(user_id: int | str, chat_id: str) -> str:
+    return f"user:{user_id}:chat:{chat_id}:messages:sync"
+
+
+def embed_key(embed_id: str) -> str:
+    return f"embed:{embed_id}"
+
+
+def consent_key(chat_id: str) -> str:
+    return f"chat:{chat_id}:memory_consent"
+
+
+def lru_key(user_id: int | str) -> str:
+    return f"user:{user_id}:chats:ai"
+
+
+def chat_embeds_key(user_id: int | str, chat_id: str) -> str:
+    return f"user:{user_id}:chat:{chat_id}:embeds:ai"
+
+
+def user_embeds_key(user_id: int | str) -> str:
+    return f"user:{user_id}:embeds"
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    """What the AI cache holds for a turn.
+
+    ``messages`` is a list of ``{"message_id", "role", "content", ...}`` (oldest first)
+    when usable; otherwise ``None`` and ``reason`` says why the client must be asked
+    (``"cache_miss"``, ``"decryption_failed"`` or ``"incomplete"``).
+    """
+
+    messages: list[dict[str, Any]] | None
+    reason: str | None = None
+
+
+def _texts(values: Any) -> list[str]:
+    """Redis replies (bytes) as text; redis-py's stubs type them loosely."""
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
+
+
+def _count(reply: Any) -> int:
+    return int(reply)
+
+
+# --- Redis clients -------------------------------------------------------------------
+
+_sync_client: redis.Redis | None = None
+# redis.asyncio pools belong to one event loop; tests and threads run several.
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def redis_client() -> redis.Redis:
+    """The process's synchronous Redis client on ``settings.REDIS_URL``."""
+    global _sync_client
+    if _sync_client is None:
+        _sync_client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=3, socket_connect_timeout=3
+        )
+    return _sync_client
+
+
+def aredis_client() -> aredis.Redis:
+    """The running event loop's asynchronous Redis client on ``settings.REDIS_URL``."""
+    loop = asyncio.get_running_loop()
+    client = _async_clients.get(loop)
+    if client is None:
+        client = aredis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=3, socket_connect_timeout=3
+        )
+        _async_clients[loop] = client
+    return client
+
+
+# Touch a chat in the user's LRU set and evict chats beyond the newest ARGV[4], with
+# their embeds unless a remaining chat references them. One script, so concurrent turns
+# in several processes cannot interleave between "who is fourth" and "delete it".
+_TOUCH_LUA = """
+local lru = KEYS[1]
+local uid, cid = ARGV[1], ARGV[2]
+local now, keep, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local base = 'user:' .. uid .. ':chat:'
+redis.call('ZREMRANGEBYSCORE', lru, '-inf', now - ttl)
+redis.call('ZADD', lru, now, cid)
+redis.call('EXPIRE', lru, ttl)
+local evicted = redis.call('ZREVRANGE', lru, keep, -1)
+if #evicted == 0 then return evicted end
+local remaining = redis.call('ZREVRANGE', lru, 0, keep - 1)
+for _, old in ipairs(evicted) do
+  local embeds = redis.call('SMEMBERS', base .. old .. ':embeds:ai')
+  for _, eid in ipairs(embeds) do
+    local used = false
+    for _, other in ipairs(remaining) do
+      if redis.call('SISMEMBER', base .. other .. ':embeds:ai', eid) == 1 then
+        used = true
+        break
+      end
+    end
+    if not used then
+      redis.call('DEL', 'embed:' .. eid)
+      redis.call('SREM', 'user:' .. uid .. ':embeds', eid)
+    end
+  end
+  redis.call('DEL', base .. old .. ':messages:ai', base .. old .. ':embeds:ai',
+             'chat:' .. old .. ':memory_consent')
+  redis.call('ZREM', lru, old)
+end
+return evicted
+"""
+
+
+async def _touch(user_id: int | str, chat_id: str) -> list[str]:
+    """Mark the chat active now; return the chat ids evicted to keep 3."""
+    evicted = await aredis_client().eval(
+        _TOUCH_LUA,
+        1,
+        lru_key(user_id),
+        str(user_id),
+        chat_id,
+        repr(time.time()),
+        str(AI_CACHE_CHATS),
+        str(AI_CACHE_TTL_S),
+    )
+    return _texts(evicted)
+
+
+# --- AI cache ------------------------------------------------------------------------
+
+
+async def _seal_message(user_id: int | str, chat_id: str, message: dict[str, Any]) -> bytes:
+    for field in ("message_id", "role", "content"):
+        if field not in message:
+            raise ValueError(f"a cached message needs {field!r}")
+    return await crypto.aseal(
+        key_name=vault.user_key_name(user_id),
+        purpose=AI_PURPOSE,
+        owner_id=user_id,
+        object_id=chat_id,
+        plaintext=json.dumps(message, ensure_ascii=False).encode("utf-8"),
+    )
+
+
+async def ai_history_load(
+    *, user_id: int | str, chat_id: str, expected_done_count: int
+) -> HistoryResult:
+    """Load a chat's history from the AI cache for a turn.
+
+    ``expected_done_count`` is the number of ``done`` messages PostgreSQL holds for the
+    chat; a cache holding fewer distinct messages is ``incomplete``. A chat with no done
+    message and nothing cached is new: an empty history, not a miss. A repeated
+    message id keeps its last cached version at its first position. A hit marks the
+    chat active (LRU).
+
+    Raises:
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+        redis.exceptions.RedisError: Redis is unreachable.
+    """
+    entries: list[Any] = await aredis_client().lrange(ai_key(user_id, chat_id), 0, -1)
+    if not entries:
+        if expected_done_count <= 0:
+            return HistoryResult(messages=[])
+        return HistoryResult(messages=None, reason="cache_miss")
+    by_id: dict[str, dict[str, Any]] = {}
+    key_name = vault.user_key_name(user_id)
+    for sealed in entries:
+        try:
+            plaintext = await crypto.aopen_sealed(
+                key_name=key_name,
+                purpose=AI_PURPOSE,
+                owner_id=user_id,
+                object_id=chat_id,
+                sealed=sealed,
+            )
+        except crypto.DecryptionError:
+            return HistoryResult(messages=None, reason="decryption_failed")
+        message = json.loads(plaintext)
+        by_id[str(message["message_id"])] = message
+    if len(by_id) < expected_done_count:
+        return HistoryResult(messages=None, reason="incomplete")
+    await _touch(user_id, chat_id)
+    return HistoryResult(messages=list(by_id.values()))
+
+
+async def ai_history_store(
+    *, user_id: int | str, chat_id: str, messages: list[dict[str, Any]]
+) -> None:
+    """Replace the chat's AI cache with ``messages`` (a client's ``chat.history``).
+
+    Each message is ``{"message_id", "role", "content", ...}``, oldest first; it is
+    re-encrypted under the user's current data key. Marks the chat active (LRU).
+
+    Raises:
+        ValueError: a message lacks ``message_id``, ``role`` or ``content``.
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+    """
+    sealed = [await _seal_message(user_id, chat_id, message) for message in messages]
+    key = ai_key(user_id, chat_id)
+    async with aredis_client().pipeline(transaction=True) as pipe:
+        pipe.delete(key)
+        if sealed:
+            pipe.rpush(key, *sealed)
+            pipe.expire(key, AI_CACHE_TTL_S)
+        await pipe.execute()
+    await _touch(user_id, chat_id)
+
+
+async def ai_history_append(*, user_id: int | str, chat_id: str, message: dict[str, Any]) -> None:
+    """Append one message (``{"message_id", "role", "content", ...}``) to the AI cache.
+
+    Marks the chat active; a fourth active chat evicts the least recently active one.
+
+    Raises:
+        ValueError: the message lacks ``message_id``, ``role`` or ``content``.
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+    """
+    sealed = await _seal_message(user_id, chat_id, message)
+    key = ai_key(user_id, chat_id)
+    async with aredis_client().pipeline(transaction=True) as pipe:
+        pipe.rpush(key, sealed)
+        pipe.expire(key, AI_CACHE_TTL_S)
+        await pipe.execute()
+    await _touch(user_id, chat_id)
+
+
+async def ai_cached_chat_ids(*, user_id: int | str) -> list[str]:
+    """The chats the user's AI cache holds, most recently active first."""
+    return _texts(await aredis_client().zrevrange(lru_key(user_id), 0, -1))
+
+
+# --- Embed cache ---------------------------------------------------------------------
+
+
+async def embed_cache_put(
+    *, user_id: int | str, chat_id: str, embed_id: str, content: dict[str, Any]
+) -> None:
+    """Cache an embed's content (JSON-able dict) for 24 h, referenced by its chat.
+
+    Raises:
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+    """
+    sealed = await crypto.aseal(
+        key_name=vault.user_key_name(user_id),
+        purpose=EMBED_PURPOSE,
+        owner_id=user_id,
+        object_id=embed_id,
+        plaintext=json.dumps(content, ensure_ascii=False).encode("utf-8"),
+    )
+    refs = chat_embeds_key(user_id, chat_id)
+    async with aredis_client().pipeline(transaction=True) as pipe:
+        pipe.set(embed_key(embed_id), sealed, ex=EMBED_CACHE_TTL_S)
+        pipe.sadd(refs, embed_id)
+        pipe.expire(refs, AI_CACHE_TTL_S)
+        pipe.sadd(user_embeds_key(user_id), embed_id)
+        pipe.expire(user_embeds_key(user_id), AI_CACHE_TTL_S)
+        await pipe.execute()
+
+
+async def embed_cache_get(*, user_id: int | str, embed_id: str) -> dict[str, Any] | None:
+    """The cached embed content, or ``None`` when absent or no longer decryptable.
+
+    Raises:
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+    """
+    sealed: Any = await aredis_client().get(embed_key(embed_id))
+    if sealed is None:
+        return None
+    try:
+        plaintext = await crypto.aopen_sealed(
+            key_name=vault.user_key_name(user_id),
+            purpose=EMBED_PURPOSE,
+            owner_id=user_id,
+            object_id=embed_id,
+            sealed=sealed,
+        )
+    except crypto.DecryptionError:
+        return None
+    loaded: dict[str, Any] = json.loads(plaintext)
+    return loaded
+
+
+async def embed_cache_reference(*, user_id: int | str, chat_id: str, embed_id: str) -> None:
+    """Record that ``chat_id`` references an already cached embed (keeps it on eviction)."""
+    refs = chat_embeds_key(user_id, chat_id)
+    async with aredis_client().pipeline(transaction=True) as pipe:
+        pipe.sadd(refs, embed_id)
+        pipe.expire(refs, AI_CACHE_TTL_S)
+        await pipe.execute()
+
+
+# --- Sync cache (client ciphertext only) ---------------------------------------------
+
+
+def sync_cache_get(
+    *, user_id: int | str, chat_id: str, version: int
+) -> list[dict[str, Any]] | None:
+    """The chat's cached sync messages if cached at chat version ``version``, else ``None``."""
+    raw = redis_client().get(sync_key(user_id, chat_id))
+    if raw is None:
+        return None
+    entry = json.loads(raw)
+    if entry.get("version") != version:
+        return None
+    messages: list[dict[str, Any]] = entry["messages"]
+    return messages
+
+
+def sync_cache_put(
+    *, user_id: int | str, chat_id: str, version: int, messages: list[dict[str, Any]]
+) -> None:
+    """Cache a chat's messages for sign-in sync (1 h).
+
+    ``messages`` must hold client ciphertext and metadata only — never plaintext.
+    """
+    for message in messages:
+        if "content" in message:
+            raise ValueError("the sync cache holds client ciphertext only")
+    raw = json.dumps({"version": version, "messages": messages}, separators=(",", ":"))
+    redis_client().set(sync_key(user_id, chat_id), raw, ex=SYNC_CACHE_TTL_S)
+
+
+# --- Eviction and pruning ------------------------------------------------------------
+
+
+def chat_forget(*, user_id: int | str, chat_id: str, embed_ids: list[str] | None = None) -> None:
+    """Drop every cache entry of one chat (after the chat was deleted)."""
+    client = redis_client()
+    ids = set(_texts(client.smembers(chat_embeds_key(user_id, chat_id)))) | set(embed_ids or [])
+    keys = [
+        ai_key(user_id, chat_id),
+        sync_key(user_id, chat_id),
+        chat_embeds_key(user_id, chat_id),
+        consent_key(chat_id),
+        *(embed_key(e) for e in ids),
+    ]
+    with client.pipeline(transaction=True) as pipe:
+        pipe.delete(*keys)
+        pipe.zrem(lru_key(user_id), chat_id)
+        if ids:
+            pipe.srem(user_embeds_key(user_id), *ids)
+        pipe.execute()
+
+
+_ALL_PATTERNS = (
+    "user:*:chat:*",
+    "user:*:chats:ai",
+    "user:*:embeds",
+    "embed:*",
+    "chat:*:memory_consent",
+)
+
+
+def _scan_delete(client: redis.Redis, pattern: str) -> int:
+    removed = 0
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=pattern, count=500):
+        batch.append(key)
+        if len(batch) >= 500:
+            removed += _count(client.delete(*batch))
+            batch = []
+    if batch:
+        removed += _count(client.delete(*batch))
+    return removed
+
+
+def prune(*, user_id: int | str | None = None, chat_ids: list[str] | None = None) -> int:
+    """Remove cache entries: one user's (AI, sync, embed, consent) or, with no user, all.
+
+    ``chat_ids`` adds chats whose consent keys should go too (a user's chats from the
+    database; the LRU set names only the cached ones). Returns the number of keys removed.
+    """
+    client = redis_client()
+    if user_id is None:
+        return sum(_scan_delete(client, pattern) for pattern in _ALL_PATTERNS)
+    embeds = set(_texts(client.smembers(user_embeds_key(user_id))))
+    chats = set(_texts(client.zrange(lru_key(user_id), 0, -1)))
+    chats |= set(chat_ids or [])
+    removed = _scan_delete(client, f"user:{user_id}:*")
+    keys = [embed_key(e) for e in embeds] + [consent_key(c) for c in chats]
+    if keys:
+        removed += _count(client.delete(*keys))
+    return removed
+
+
+async def aprune(*, user_id: int | str | None = None, chat_ids: list[str] | None = None) -> int:
+    """Async twin of :func:`prune` (runs it off the event loop)."""
+    return await asyncio.to_thread(prune, user_id=user_id, chat_ids=chat_ids)

@@ -1,0 +1,523 @@
+"""Writes for chats, messages, embeds and user keys (STYLE.md: services own their writes).
+
+Ids are client-chosen UUID strings (CRYPTO.md §1); an id is accepted once: reusing one
+that names another object raises :class:`IdInUse` (the consumer answers
+``invalid_frame``). Versions are compare-and-set: a write names the version it is based
+on and gets :class:`VersionConflict` when that is stale.
+
+Versions and associated data (CRYPTO.md §3):
+
+* ``Chat.version`` grows with every change to the chat or one of its messages; ``sync``
+  compares it. ``Chat.meta_version`` is the version the encrypted metadata fields were
+  last written at and is the ``version`` in their associated data. ``chat_update(version=v)``
+  accepts ``v`` when ``meta_version <= v <= version``; the new fields must be encrypted
+  with ``version = v + 1``, which becomes the new ``meta_version``.
+* ``Message.version`` starts at 0 (no ciphertext). ``message_store(version=v)`` is based
+  on ``v`` and needs ``v == message.version``; the ciphertext is encrypted with
+  ``version = v + 1``, the version ``message.stored`` reports.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from chats import cache
+from chats.models import (
+    Chat,
+    ChatMode,
+    Embed,
+    EmbedStatus,
+    Message,
+    MessageRole,
+    MessageStatus,
+    UserKeys,
+)
+from openmates import crypto, vault
+
+logger = logging.getLogger(__name__)
+
+SERVER_MANAGED_PURPOSE = "server-managed"
+_UNSET: Any = object()
+
+
+class VersionConflict(Exception):  # noqa: N818 - the name is the helpers' contract
+    """A write was based on a stale version; ``current_version`` is the stored one."""
+
+    def __init__(self, message: str, *, current_version: int) -> None:
+        super().__init__(message)
+        self.current_version = current_version
+
+
+class IdInUse(Exception):  # noqa: N818 - reads as the condition it reports
+    """A client-chosen id already names another object (or another user's object)."""
+
+
+class NotFound(Exception):  # noqa: N818 - reads as the condition it reports
+    """The object does not exist for this chat or user (the interfaces answer 404)."""
+
+
+def _bump_chat(chat_id: str) -> int:
+    """Raise the chat's version by one inside the caller's transaction; return it."""
+    Chat.objects.filter(pk=chat_id).update(version=F("version") + 1, updated_at=timezone.now())
+    return int(Chat.objects.values_list("version", flat=True).get(pk=chat_id))
+
+
+def _seal_text(*, owner_id: int, object_id: str, text: str) -> bytes:
+    return crypto.seal(
+        key_name=vault.user_key_name(owner_id),
+        purpose=SERVER_MANAGED_PURPOSE,
+        owner_id=owner_id,
+        object_id=object_id,
+        plaintext=text.encode("utf-8"),
+    )
+
+
+def sealed_text_open(*, owner_id: int, object_id: str, sealed: bytes | memoryview) -> str:
+    """Open a ``server-managed`` envelope written by this module.
+
+    Raises:
+        openmates.crypto.DecryptionError: the user's key was replaced or deleted, or the
+            bytes were tampered with or moved to another object.
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+    """
+    return crypto.open_sealed(
+        key_name=vault.user_key_name(owner_id),
+        purpose=SERVER_MANAGED_PURPOSE,
+        owner_id=owner_id,
+        object_id=object_id,
+        sealed=bytes(sealed),
+    ).decode("utf-8")
+
+
+# --- Chats ---------------------------------------------------------------------------
+
+
+def chat_create(
+    *,
+    user: Any,
+    chat_id: str,
+    instance: Any,
+    encrypted_chat_key: str,
+    encrypted_title: str | None = None,
+) -> Chat:
+    """Create a client-encrypted chat at version 1 (``encrypted_title`` bound to version 1).
+
+    A repeated create of the same chat by its owner with the same key returns the chat.
+
+    Raises:
+        IdInUse: ``chat_id`` names another user's chat or a different chat key.
+    """
+    try:
+        with transaction.atomic():
+            return Chat.objects.create(
+                id=chat_id,
+                owner=user,
+                instance=instance,
+                mode=ChatMode.CLIENT_ENCRYPTED,
+                encrypted_chat_key=encrypted_chat_key,
+                encrypted_title=encrypted_title,
+            )
+    except IntegrityError as exc:
+        existing = Chat.objects.filter(pk=chat_id, owner=user).first()
+        if existing is not None and existing.encrypted_chat_key == encrypted_chat_key:
+            return existing
+        raise IdInUse(f"chat id {chat_id} is already in use") from exc
+
+
+def server_chat_create(*, user: Any, chat_id: str, instance: Any) -> Chat:
+    """Create a server-managed chat (API, Telegram, Slack): content sealed server-side.
+
+    Raises:
+        IdInUse: ``chat_id`` already exists.
+    """
+    try:
+        with transaction.atomic():
+            return Chat.objects.create(
+                id=chat_id, owner=user, instance=instance, mode=ChatMode.SERVER_MANAGED
+            )
+    except IntegrityError as exc:
+        raise IdInUse(f"chat id {chat_id} is already in use") from exc
+
+
+def server_chat_title_set(*, chat: Chat, title: str) -> None:
+    """Seal and store a server-managed chat's title."""
+    sealed = _seal_text(owner_id=chat.owner_id, object_id=f"{chat.pk}:title", text=title)
+    with transaction.atomic():
+        Chat.objects.filter(pk=chat.pk).update(server_title=sealed)
+        _bump_chat(chat.pk)
+
+
+def chat_update(
+    *,
+    chat: Chat,
+    version: int,
+    encrypted_title: str | None = _UNSET,
+    encrypted_summary: str | None = _UNSET,
+    encrypted_tags: str | None = _UNSET,
+    encrypted_category: str | None = _UNSET,
+    encrypted_icon: str | None = _UNSET,
+    pinned: bool | None = None,
+) -> Chat:
+    """Change a chat's encrypted metadata and/or ``pinned`` (compare-and-set).
+
+    ``version`` is the version the change is based on (see the module docstring).
+    Only the fields passed are changed.
+
+    Raises:
+        VersionConflict: ``version`` is older than the metadata or newer than the chat.
+    """
+    changes = {
+        name: value
+        for name, value in (
+            ("encrypted_title", encrypted_title),
+            ("encrypted_summary", encrypted_summary),
+            ("encrypted_tags", encrypted_tags),
+            ("encrypted_category", encrypted_category),
+            ("encrypted_icon", encrypted_icon),
+        )
+        if value is not _UNSET
+    }
+    with transaction.atomic():
+        locked = Chat.objects.select_for_update().get(pk=chat.pk)
+        if not locked.meta_version <= version <= locked.version:
+            raise VersionConflict(
+                f"chat {chat.pk} is at version {locked.version} "
+                f"(metadata {locked.meta_version}), not based on {version}",
+                current_version=locked.version,
+            )
+        for name, value in changes.items():
+            setattr(locked, name, value)
+        if changes:
+            locked.meta_version = version + 1
+        if pinned is not None:
+            locked.pinned = pinned
+        locked.version = max(locked.version + 1, version + 1)
+        locked.save()
+    return locked
+
+
+def chat_delete(*, chat: Chat) -> None:
+    """Delete a chat with its messages, embeds and every cache entry of it."""
+    chat_id, owner_id = chat.pk, chat.owner_id
+    embed_ids = list(Embed.objects.filter(chat_id=chat_id).values_list("id", flat=True))
+    Chat.objects.filter(pk=chat_id).delete()
+    cache.chat_forget(user_id=owner_id, chat_id=chat_id, embed_ids=embed_ids)
+
+
+# --- Messages ------------------------------------------------------------------------
+
+
+def _message_create(*, chat: Chat, message_id: str, role: str, status: str) -> Message:
+    with transaction.atomic():
+        message = Message.objects.create(id=message_id, chat=chat, role=role, status=status)
+        new_version = _bump_chat(chat.pk)
+        Chat.objects.filter(pk=chat.pk).update(
+            message_count=F("message_count") + 1, last_message_at=timezone.now()
+        )
+        Message.objects.filter(pk=message_id).update(chat_version=new_version)
+        message.chat_version = new_version
+    return message
+
+
+def user_message_accept(*, chat: Chat, message_id: str, user: Any) -> tuple[Message, bool]:
+    """Record the user's message (status ``pending`` until its turn ends); idempotent.
+
+    Returns ``(message, created)``: the same message id sent twice gives one message and
+    ``created=False`` the second time.
+
+    Raises:
+        NotFound: ``user`` does not own ``chat``.
+        IdInUse: ``message_id`` names a message of another chat or role.
+    """
+    if chat.owner_id != user.pk:
+        raise NotFound(f"chat {chat.pk} not found")
+    existing = Message.objects.filter(pk=message_id).first()
+    if existing is not None:
+        if existing.chat_id == chat.pk and existing.role == MessageRole.USER:
+            return existing, False
+        raise IdInUse(f"message id {message_id} is already in use")
+    try:
+        return (
+            _message_create(
+                chat=chat,
+                message_id=message_id,
+                role=MessageRole.USER,
+                status=MessageStatus.PENDING,
+            ),
+            True,
+        )
+    except IntegrityError:
+        # Two sockets raced with the same id: the other one created it.
+        existing = Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).first()
+        if existing is None:
+            raise IdInUse(f"message id {message_id} is already in use") from None
+        return existing, False
+
+
+def assistant_message_create(*, chat: Chat, message_id: str) -> Message:
+    """Create the assistant message a turn answers into (status ``pending``).
+
+    Raises:
+        IdInUse: ``message_id`` already exists.
+    """
+    try:
+        return _message_create(
+            chat=chat,
+            message_id=message_id,
+            role=MessageRole.ASSISTANT,
+            status=MessageStatus.PENDING,
+        )
+    except IntegrityError as exc:
+        raise IdInUse(f"message id {message_id} is already in use") from exc
+
+
+def message_status_set(*, message_id: str, status: str) -> None:
+    """Set a message's status (one of :class:`chats.models.MessageStatus`).
+
+    Raises:
+        ValueError: unknown status.
+        NotFound: no such message.
+    """
+    if status not in MessageStatus.values:
+        raise ValueError(f"unknown message status {status!r}")
+    with transaction.atomic():
+        chat_id = Message.objects.filter(pk=message_id).values_list("chat_id", flat=True).first()
+        if chat_id is None:
+            raise NotFound(f"message {message_id} not found")
+        new_version = _bump_chat(chat_id)
+        Message.objects.filter(pk=message_id).update(
+            status=status, chat_version=new_version, updated_at=timezone.now()
+        )
+
+
+def assistant_reply_keep(
+    *, chat: Chat, message_id: str, content: str, model: str, usage: dict[str, int] | None
+) -> None:
+    """Keep a reply server-encrypted in its row until a client stores its own ciphertext.
+
+    For server-managed chats this copy is the permanent one. ``usage`` is
+    ``{"prompt_tokens": int, "completion_tokens": int}``.
+
+    Raises:
+        NotFound: no such message in ``chat``.
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+    """
+    sealed = _seal_text(owner_id=chat.owner_id, object_id=message_id, text=content)
+    usage = usage or {}
+    with transaction.atomic():
+        updated = Message.objects.filter(pk=message_id, chat_id=chat.pk).update(
+            server_content=sealed,
+            model=model or "",
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            updated_at=timezone.now(),
+        )
+        if not updated:
+            raise NotFound(f"message {message_id} not found in chat {chat.pk}")
+        new_version = _bump_chat(chat.pk)
+        Message.objects.filter(pk=message_id).update(chat_version=new_version)
+
+
+def server_message_create(
+    *, chat: Chat, message_id: str, role: str, content: str, status: str = MessageStatus.DONE
+) -> Message:
+    """Add a message to a server-managed chat, its content sealed server-side.
+
+    Raises:
+        ValueError: ``chat`` is client-encrypted (its content belongs to the browser).
+        IdInUse: ``message_id`` already exists.
+    """
+    if chat.mode != ChatMode.SERVER_MANAGED:
+        raise ValueError("only server-managed chats keep message content server-side")
+    sealed = _seal_text(owner_id=chat.owner_id, object_id=message_id, text=content)
+    try:
+        message = _message_create(chat=chat, message_id=message_id, role=role, status=status)
+    except IntegrityError as exc:
+        raise IdInUse(f"message id {message_id} is already in use") from exc
+    Message.objects.filter(pk=message_id).update(server_content=sealed)
+    message.server_content = sealed
+    return message
+
+
+def message_store(*, chat: Chat, message_id: str, encrypted_content: str, version: int) -> Message:
+    """Store the client's ciphertext of a message (compare-and-set on ``version``).
+
+    On success the message is at ``version + 1`` and a kept server-encrypted copy is
+    deleted. Storing the same ciphertext again at the same base is a no-op.
+
+    Raises:
+        NotFound: no such message in ``chat``.
+        VersionConflict: ``version`` differs from the stored version.
+        ValueError: ``chat`` is server-managed.
+    """
+    if chat.mode != ChatMode.CLIENT_ENCRYPTED:
+        raise ValueError("server-managed chats do not take client ciphertext")
+    with transaction.atomic():
+        message = Message.objects.select_for_update().filter(pk=message_id, chat_id=chat.pk).first()
+        if message is None:
+            raise NotFound(f"message {message_id} not found in chat {chat.pk}")
+        if message.version == version + 1 and message.encrypted_content == encrypted_content:
+            return message
+        if message.version != version:
+            raise VersionConflict(
+                f"message {message_id} is at version {message.version}, not {version}",
+                current_version=message.version,
+            )
+        message.encrypted_content = encrypted_content
+        message.server_content = None
+        message.version = version + 1
+        message.chat_version = _bump_chat(chat.pk)
+        message.save()
+    return message
+
+
+# --- Embeds --------------------------------------------------------------------------
+
+
+def embed_create(*, chat: Chat, embed_id: str, tool: str, message_id: str | None = None) -> Embed:
+    """Record an embed a tool call creates (status ``processing``).
+
+    Raises:
+        IdInUse: ``embed_id`` already exists.
+    """
+    try:
+        with transaction.atomic():
+            embed = Embed.objects.create(
+                id=embed_id,
+                chat=chat,
+                message_id=message_id,
+                tool=tool,
+            )
+            _bump_chat(chat.pk)
+    except IntegrityError as exc:
+        raise IdInUse(f"embed id {embed_id} is already in use") from exc
+    return embed
+
+
+def embed_status_set(*, embed_id: str, status: str) -> None:
+    """Set an embed's status (one of :class:`chats.models.EmbedStatus`).
+
+    Raises:
+        ValueError: unknown status.  NotFound: no such embed.
+    """
+    if status not in EmbedStatus.values:
+        raise ValueError(f"unknown embed status {status!r}")
+    with transaction.atomic():
+        chat_id = Embed.objects.filter(pk=embed_id).values_list("chat_id", flat=True).first()
+        if chat_id is None:
+            raise NotFound(f"embed {embed_id} not found")
+        Embed.objects.filter(pk=embed_id).update(status=status, updated_at=timezone.now())
+        _bump_chat(chat_id)
+
+
+def embed_store(*, chat: Chat, embed_id: str, encrypted_content: str, version: int) -> Embed:
+    """Store the client's ciphertext of an embed (compare-and-set like messages).
+
+    Raises:
+        NotFound: no such embed in ``chat``.  VersionConflict: stale ``version``.
+    """
+    with transaction.atomic():
+        embed = Embed.objects.select_for_update().filter(pk=embed_id, chat_id=chat.pk).first()
+        if embed is None:
+            raise NotFound(f"embed {embed_id} not found in chat {chat.pk}")
+        if embed.version == version + 1 and embed.encrypted_content == encrypted_content:
+            return embed
+        if embed.version != version:
+            raise VersionConflict(
+                f"embed {embed_id} is at version {embed.version}, not {version}",
+                current_version=embed.version,
+            )
+        embed.encrypted_content = encrypted_content
+        embed.version = version + 1
+        embed.save()
+        _bump_chat(chat.pk)
+    return embed
+
+
+# --- User keys and the account -------------------------------------------------------
+
+
+def user_keys_set(
+    *,
+    user: Any,
+    wrapped_master_key: str,
+    recovery_wrapped_master_key: str,
+    master_key_id: str,
+    recovery_key_id: str,
+    kdf: dict[str, Any],
+    version: int | None = None,
+) -> UserKeys:
+    """Create or replace the user's wrapped keys (compare-and-set when ``version`` given).
+
+    ``version`` is the version the replacement is based on (a passphrase change);
+    ``None`` creates the first set.
+
+    Raises:
+        VersionConflict: keys exist and ``version`` is missing or stale.
+    """
+    fields = {
+        "wrapped_master_key": wrapped_master_key,
+        "recovery_wrapped_master_key": recovery_wrapped_master_key,
+        "master_key_id": master_key_id,
+        "recovery_key_id": recovery_key_id,
+        "kdf": kdf,
+    }
+    with transaction.atomic():
+        keys = UserKeys.objects.select_for_update().filter(user=user).first()
+        if keys is None:
+            return UserKeys.objects.create(user=user, **fields)
+        if version != keys.version:
+            raise VersionConflict(
+                f"user keys are at version {keys.version}", current_version=keys.version
+            )
+        for name, value in fields.items():
+            setattr(keys, name, value)
+        keys.version += 1
+        keys.save()
+    return keys
+
+
+def user_transit_key_ensure(*, user_id: int | str) -> None:
+    """Create the user's named transit key ``user-<id>`` (idempotent; admin token)."""
+    vault.ensure_key(vault.user_key_name(user_id))
+
+
+def account_delete(*, user: Any) -> None:
+    """Delete an account so nothing of it decrypts any more (crypto-shred first).
+
+    Order: the user's transit key (every server-side envelope of theirs becomes
+    unreadable at once), the in-process data keys, their Redis entries, then their rows
+    (chats, messages, embeds, keys and whatever else cascades from the user).
+
+    Raises:
+        openmates.vault.VaultError: Vault refused or is unreachable; nothing was deleted.
+    """
+    user_id = user.pk
+    key_name = vault.user_key_name(user_id)
+    vault.delete_key(key_name)
+    crypto.forget_key(key_name)
+    chat_ids = list(Chat.objects.filter(owner_id=user_id).values_list("id", flat=True))
+    removed = cache.prune(user_id=user_id, chat_ids=chat_ids)
+    user.delete()
+    logger.info("account %s deleted (%d cache entries removed)", user_id, removed)
+
+
+# --- Async twins for the turn's hot path (one thread hop per service call) -------------
+
+auser_message_accept = sync_to_async(user_message_accept)
+aassistant_message_create = sync_to_async(assistant_message_create)
+amessage_status_set = sync_to_async(message_status_set)
+aassistant_reply_keep = sync_to_async(assistant_reply_keep)
+amessage_store = sync_to_async(message_store)
+achat_create = sync_to_async(chat_create)
+achat_update = sync_to_async(chat_update)
+achat_delete = sync_to_async(chat_delete)
+aembed_create = sync_to_async(embed_create)
+aembed_status_set = sync_to_async(embed_status_set)
+aserver_message_create = sync_to_async(server_message_create)
