@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from accounts.views import app_shell
+from chats.api import AccountDeleteApi
 from openmates import health
 
 urlpatterns = [
@@ -14,4 +15,6 @@ urlpatterns = [
     path("health", health.liveness, name="health"),
     path("health/ready", health.readiness, name="health-ready"),
     path("admin/", admin.site.urls),
+    path("api/chats/", include("chats.urls")),
+    path("api/account/", AccountDeleteApi.as_view(), name="account-delete"),
 ]
