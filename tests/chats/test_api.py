@@ -1,0 +1,193 @@
+"""/api/chats/ and /api/account/: owner only, ciphertext in and out, conflicts, deletion."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from chats import cache, services
+from chats.models import Chat, Message, UserKeys
+from instances.models import InstanceMember
+from openmates import crypto, vault
+
+CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
+
+
+def _id() -> str:
+    return str(uuid.uuid4())
+
+
+def _client(user: Any) -> APIClient:
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def chat(keyed_owner: Any, chat_instance: Any) -> Chat:
+    return services.chat_create(
+        user=keyed_owner,
+        chat_id=_id(),
+        instance=chat_instance,
+        encrypted_chat_key=CHAT_KEY,
+        encrypted_title="VGl0bGU=",
+    )
+
+
+def test_list_is_newest_first_paginated_and_only_mine(
+    keyed_owner: Any, stranger: Any, chat_instance: Any
+) -> None:
+    ids = []
+    for _ in range(3):
+        made = services.chat_create(
+            user=keyed_owner, chat_id=_id(), instance=chat_instance, encrypted_chat_key=CHAT_KEY
+        )
+        ids.append(made.pk)
+    services.chat_create(
+        user=stranger, chat_id=_id(), instance=chat_instance, encrypted_chat_key=CHAT_KEY
+    )
+    client = _client(keyed_owner)
+    first = client.get("/api/chats/", {"page_size": 2}).json()
+    assert [c["chat_id"] for c in first["results"]] == [ids[2], ids[1]]
+    assert first["results"][0]["encrypted_chat_key"] == CHAT_KEY
+    second = client.get(first["next"]).json()
+    assert [c["chat_id"] for c in second["results"]] == [ids[0]]
+    assert second["next"] is None
+
+
+def test_another_users_chat_is_404_everywhere(chat: Chat, stranger: Any) -> None:
+    client = _client(stranger)
+    base = f"/api/chats/{chat.pk}/"
+    message_id = _id()
+    assert client.get(base).status_code == 404
+    assert client.get(base + "messages/").status_code == 404
+    assert client.patch(base, {"version": 1}, format="json").status_code == 404
+    assert (
+        client.put(
+            base + f"messages/{message_id}/",
+            {"encrypted_content": "AQ==", "version": 0},
+            format="json",
+        ).status_code
+        == 404
+    )
+    assert client.delete(base).status_code == 404
+    assert Chat.objects.filter(pk=chat.pk).exists()
+    assert APIClient().get(base).status_code in (401, 403)
+
+
+def test_create_needs_membership_of_the_instance(keyed_owner: Any, chat_instance: Any) -> None:
+    client = _client(keyed_owner)
+    body = {"chat_id": _id(), "instance": chat_instance.slug, "encrypted_chat_key": CHAT_KEY}
+    assert client.post("/api/chats/", body, format="json").status_code == 404
+    InstanceMember.objects.create(instance=chat_instance, user=keyed_owner, role="member")
+    created = client.post("/api/chats/", body, format="json")
+    assert created.status_code == 201
+    assert created.json()["version"] == 1
+
+
+def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner: Any) -> None:
+    first, _ = services.user_message_accept(chat=chat, message_id=_id(), user=keyed_owner)
+    mark = Chat.objects.get(pk=chat.pk).version
+    second, _ = services.user_message_accept(chat=chat, message_id=_id(), user=keyed_owner)
+    client = _client(keyed_owner)
+    listed = client.get(f"/api/chats/{chat.pk}/messages/", {"since": mark}).json()
+    assert [m["message_id"] for m in listed["messages"]] == [second.pk]
+    url = f"/api/chats/{chat.pk}/messages/{first.pk}/"
+    stored = client.put(url, {"encrypted_content": "AQID", "version": 0}, format="json")
+    assert stored.status_code == 200
+    assert stored.json()["version"] == 1
+    stale = client.put(url, {"encrypted_content": "BAUG", "version": 0}, format="json")
+    assert stale.status_code == 409
+    assert stale.json()["code"] == "conflict"
+    assert stale.json()["version"] == 1
+    assert Message.objects.get(pk=first.pk).encrypted_content == "AQID"
+    not_b64 = client.put(url, {"encrypted_content": "plain text!", "version": 1}, format="json")
+    assert not_b64.status_code == 400
+
+
+def test_chat_patch_conflicts_on_a_stale_version(chat: Chat, keyed_owner: Any) -> None:
+    client = _client(keyed_owner)
+    url = f"/api/chats/{chat.pk}/"
+    ok = client.patch(url, {"version": 1, "encrypted_title": "TmV3"}, format="json")
+    assert ok.status_code == 200
+    assert ok.json()["meta_version"] == 2
+    stale = client.patch(url, {"version": 1, "encrypted_title": "T2xk"}, format="json")
+    assert stale.status_code == 409
+
+
+def test_user_keys_are_stored_wrapped_and_replaced_by_version(keyed_owner: Any) -> None:
+    client = _client(keyed_owner)
+    assert client.get("/api/chats/keys/").status_code == 404
+    keys = {
+        "wrapped_master_key": "AQID",
+        "recovery_wrapped_master_key": "BAUG",
+        "master_key_id": "AAAAAAAAAAA=",
+        "recovery_key_id": "AQEBAQEBAQE=",
+        "kdf": {"name": "PBKDF2", "hash": "SHA-256", "iterations": 600000, "salt": "c2FsdA=="},
+    }
+    assert client.put("/api/chats/keys/", keys, format="json").json() == {"version": 1}
+    assert client.put("/api/chats/keys/", keys, format="json").status_code == 409
+    changed = {**keys, "wrapped_master_key": "BwgJ", "version": 1}
+    assert client.put("/api/chats/keys/", changed, format="json").json() == {"version": 2}
+    assert client.get("/api/chats/keys/").json()["wrapped_master_key"] == "BwgJ"
+
+
+def test_account_deletion_leaves_nothing_decryptable(chat: Chat, keyed_owner: Any) -> None:
+    user_id = keyed_owner.pk
+    reply = services.assistant_message_create(chat=chat, message_id=_id())
+    services.assistant_reply_keep(
+        chat=chat, message_id=reply.pk, content="kept reply", model="m", usage=None
+    )
+    sealed_row = bytes(Message.objects.get(pk=reply.pk).server_content)
+    embed_id = _id()
+    async_to_sync(cache.ai_history_append)(
+        user_id=user_id,
+        chat_id=chat.pk,
+        message={"message_id": reply.pk, "role": "assistant", "content": "kept reply"},
+    )
+    async_to_sync(cache.embed_cache_put)(
+        user_id=user_id, chat_id=chat.pk, embed_id=embed_id, content={"x": "y"}
+    )
+    sealed_cache = cache.redis_client().lrange(cache.ai_key(user_id, chat.pk), 0, -1)[0]
+    UserKeys.objects.create(
+        user=keyed_owner,
+        wrapped_master_key="AQ==",
+        recovery_wrapped_master_key="Ag==",
+        master_key_id="a",
+        recovery_key_id="b",
+        kdf={},
+    )
+    client = _client(keyed_owner)
+    refused = client.delete("/api/account/", {"password": "wrong"}, format="json")
+    assert refused.status_code == 403
+    response = client.delete(
+        "/api/account/", {"password": "correct horse battery staple"}, format="json"
+    )
+    assert response.status_code == 204
+    assert not get_user_model().objects.filter(pk=user_id).exists()
+    assert not Chat.objects.filter(owner_id=user_id).exists()
+    assert not Message.objects.filter(pk=reply.pk).exists()
+    assert not UserKeys.objects.filter(user_id=user_id).exists()
+    redis_client = cache.redis_client()
+    assert redis_client.keys(f"user:{user_id}:*") == []
+    assert redis_client.exists(cache.embed_key(embed_id)) == 0
+    key_name = vault.user_key_name(user_id)
+    with pytest.raises(vault.VaultError) as missing:
+        vault.key_latest_version(key_name)
+    assert missing.value.reason == "not_found"
+    crypto.forget_key(key_name)
+    with pytest.raises(crypto.DecryptionError):
+        services.sealed_text_open(owner_id=user_id, object_id=reply.pk, sealed=sealed_row)
+    with pytest.raises(crypto.DecryptionError):
+        crypto.open_sealed(
+            key_name=key_name,
+            purpose="ai-cache",
+            owner_id=user_id,
+            object_id=chat.pk,
+            sealed=sealed_cache,
+        )
