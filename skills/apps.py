@@ -1,8 +1,19 @@
-"""App config for ``skills``."""
+"""App config for ``skills``: loads the tool registry and joins the instance life cycle."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _sync_tools_after_migrate(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
+    # Django's own way to run code after ``migrate`` (contenttypes and auth do the same):
+    # the Tool rows follow the registry without a separate command.
+    from skills.services import tools_sync
+
+    tools_sync()
 
 
 class SkillsConfig(AppConfig):
@@ -10,3 +21,13 @@ class SkillsConfig(AppConfig):
 
     name = "skills"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Import every tool module (duplicates fail here) and register the extension."""
+        from instances.extensions import extension_register
+        from skills.registry import load_tools
+        from skills.services import SkillsInstanceExtension
+
+        load_tools()
+        extension_register(SkillsInstanceExtension())
+        post_migrate.connect(_sync_tools_after_migrate, sender=self)

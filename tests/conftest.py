@@ -14,6 +14,7 @@ from tests.factories import UserFactory
 
 pytest_plugins: list[str] = [
     "tests.llm_fixtures",
+    "tests.instances_fixtures",
     "tests.chats_fixtures",
 ]
 
