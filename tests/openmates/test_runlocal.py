@@ -1,0 +1,224 @@
+"""``manage.py runlocal``: the embedded default, started as a user starts it.
+
+The full-cycle test runs the real command in a subprocess on a fresh data directory
+(without the local model, which has its own test), talks to it over HTTP and from a
+second ``manage.py`` process, stops it with SIGINT and starts it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from openmates.runlocal.llama import LocalModelServer
+from openmates.runlocal.process import ServiceError, free_port, port_in_use
+from openmates.runlocal.supervisor import data_dir_lock, secret_key, write_private
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+SERVICE_VARIABLES = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "VAULT_ADDR",
+    "VAULT_TOKEN",
+    "VAULT_ADMIN_TOKEN",
+    "VAULT_ROLE_ID",
+    "VAULT_SECRET_ID",
+    "LLM_LOCAL_API_BASE",
+    "SECRET_KEY",
+)
+
+
+def runlocal_env(data_dir: Path) -> dict[str, str]:
+    """The environment of a user who set nothing: every service is embedded."""
+    env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARIABLES}
+    env["OPENMATES_DATA_DIR"] = str(data_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Run:
+    """A ``manage.py runlocal`` subprocess whose output is collected line by line."""
+
+    def __init__(self, data_dir: Path, port: int) -> None:
+        self.lines: list[str] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "manage.py", "runlocal", "--port", str(port), "--no-model"],
+            cwd=BASE_DIR,
+            env=runlocal_env(data_dir),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, text: str, timeout_s: float = 90) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if text in self.output:
+                return
+            if self.process.poll() is not None:
+                self._reader.join(5)
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"runlocal never printed {text!r}:\n{self.output}")
+
+    def interrupt(self, timeout_s: float = 60) -> int:
+        self.process.send_signal(signal.SIGINT)
+        code = self.process.wait(timeout_s)
+        self._reader.join(5)
+        return code
+
+
+def manage(data_dir: Path, *args: str) -> str:
+    """Run another manage.py command "from a second terminal"."""
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=BASE_DIR,
+        env=runlocal_env(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+DEMO_PROBE = (
+    "from django.contrib.auth import get_user_model; "
+    "u = get_user_model().objects.get(username='demo'); "
+    "print('DEMO', u.pk, u.date_joined.isoformat(), u.is_staff)"
+)
+
+
+def demo_lines(data_dir: Path) -> list[str]:
+    """The demo user's id, creation time and staff flag, read by a second process."""
+    output = manage(data_dir, "shell", "-c", DEMO_PROBE)
+    lines = [line for line in output.splitlines() if line.startswith("DEMO ")]
+    assert len(lines) == 1, output
+    return lines
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    directory = tmp_path / "var"
+    yield directory
+    # Throw away the socket directories the embedded services made under /tmp.
+    from openmates.runlocal.postgres import EmbeddedPostgres
+    from openmates.runlocal.redis import EmbeddedRedis
+
+    EmbeddedPostgres(directory / "postgres").destroy()
+    EmbeddedRedis(directory / "redis").destroy()
+
+
+def test_runlocal_serves_stops_on_sigint_and_keeps_data_on_the_next_start(
+    data_dir: Path,
+) -> None:
+    port = free_port()
+    first = Run(data_dir, port)
+    try:
+        first.wait_for("OpenMates is running")
+        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=10, follow_redirects=True)
+        assert page.status_code == 200
+        recorded = json.loads((data_dir / "services.json").read_text())
+        assert (data_dir / "services.json").stat().st_mode & 0o777 == 0o600
+        assert {"DATABASE_URL", "REDIS_URL", "VAULT_ADDR", "VAULT_TOKEN", "SECRET_KEY"} <= set(
+            recorded
+        )
+        # Set-up done, the root token is gone: only the unseal key stays next to the tokens.
+        init = json.loads((data_dir / "openbao" / "init.json").read_text())
+        assert set(init) == {"unseal_key"}
+        assert (data_dir / "openbao" / "init.json").stat().st_mode & 0o777 == 0o600
+        before = demo_lines(data_dir)
+        password = (data_dir / "demo_password").read_text().strip()
+        assert f"password '{password}'" in first.output
+    finally:
+        code = first.interrupt()
+    assert code == 0, first.output
+    assert "==> stopped" in first.output
+    assert not port_in_use(port)
+
+    second = Run(data_dir, port)
+    try:
+        second.wait_for("OpenMates is running")
+        assert "initialising" not in second.output
+        assert demo_lines(data_dir) == before
+        assert f"password '{password}'" in second.output
+    finally:
+        assert second.interrupt() == 0, second.output
+
+
+def test_runlocal_reports_a_port_in_use_without_a_traceback(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "manage.py", "runlocal", "--port", str(port), "--no-model"],
+            cwd=BASE_DIR,
+            env=runlocal_env(tmp_path / "var"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1
+    assert f"Port {port} on 127.0.0.1 is already in use" in output
+    assert f"--port {port + 1}" in output
+    assert "Traceback" not in output
+    assert not (tmp_path / "var" / "postgres").exists()
+
+
+def test_a_second_runner_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
+    tmp_path.joinpath("var").mkdir()
+    with (
+        data_dir_lock(tmp_path / "var"),
+        pytest.raises(ServiceError, match="already in use"),
+        data_dir_lock(tmp_path / "var"),
+    ):
+        pass
+
+
+def test_secret_key_is_generated_once_and_private(tmp_path: Path) -> None:
+    first = secret_key(tmp_path)
+    assert len(first) >= 50
+    assert secret_key(tmp_path) == first
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+    write_private(tmp_path / "services.json", "{}")
+    assert (tmp_path / "services.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_local_model_server_runs_with_a_large_context_and_no_request_interruption(
+    tmp_path: Path,
+) -> None:
+    server = LocalModelServer(tmp_path, 8123)
+    command = server.command()
+    assert command[command.index("--n_ctx") + 1] == "8192"
+    assert command[command.index("--interrupt_requests") + 1] == "False"
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert server.api_base == "http://127.0.0.1:8123/v1"
+    assert server.model_path == tmp_path.resolve() / "models" / "gemma-3-270m-q4_k_m.gguf"
