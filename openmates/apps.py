@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from django.apps import AppConfig
+
+# Programs (or ``manage.py`` commands) that serve requests; only they warm LiteLLM.
+_SERVERS = {"daphne", "uvicorn", "gunicorn", "hypercorn"}
+_SERVING_COMMANDS = {"runserver"}
+
+
+def _serving() -> bool:
+    """True in a process started to serve requests, not in ``migrate`` and friends."""
+    argv = sys.argv or [""]
+    program = Path(argv[0])
+    if _SERVERS & {program.name, program.parent.name}:  # `daphne …` or `python -m daphne …`
+        return True
+    return len(argv) > 1 and argv[1] in _SERVING_COMMANDS
 
 
 class OpenMatesConfig(AppConfig):
@@ -13,3 +29,10 @@ class OpenMatesConfig(AppConfig):
 
     def ready(self) -> None:
         from openmates import checks  # noqa: F401  (registers the checks)
+
+        if _serving():
+            # `import litellm` takes seconds: start it now, in a thread, so the first
+            # request does not wait for it (health() says "starting" until it is done).
+            from openmates import llm
+
+            llm.start_background_import()

@@ -625,8 +625,9 @@ async def embed(texts: list[str], *, instance: Any | None = None) -> list[list[f
 
     Returns one vector per text, each of the model's dimension (``embedding_dimensions``
     of the instance, else ``settings.LLM_EMBEDDING_DIMENSIONS``). ``local/…`` models run
-    in-process without network; others go through LiteLLM (key from an ``embedding``
-    entry of the tier map, or from a tier entry of the same provider).
+    in-process without network; others go through LiteLLM, with the key (and
+    ``api_base``) of the instance's tier entry for the same model, else for the same
+    provider.
 
     Raises:
         LLMConfigurationError: unknown local model, or a missing secret.
@@ -663,9 +664,8 @@ async def embed(texts: list[str], *, instance: Any | None = None) -> list[list[f
 
 async def _embedding_route(model: str, instance: Any | None) -> _Route:
     tier_map = getattr(instance, "tier_map", None) or {}
-    candidates = list(tier_map.get("embedding") or [])
     provider = model.split("/", 1)[0]
-    candidates += [
+    candidates = [
         entry
         for tier in TIERS
         for entry in (tier_map.get(tier) or [])
@@ -884,7 +884,9 @@ def _log_attempt(
     outcome = "ok" if error_code is None else "cancelled" if error_code == "cancelled" else "error"
     error_class = ""
     if error_code is not None and error_code != "cancelled":
-        error_class = type(exc).__name__ if exc is not None else error_code
+        # LiteLLM wraps errors raised inside a stream; the original names the cause.
+        cause = getattr(exc, "original_exception", None) or exc
+        error_class = type(cause).__name__ if cause is not None else error_code
     _call_log.put(
         {
             "instance_id": context.instance_id,
