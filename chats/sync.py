@@ -1,8 +1,8 @@
 """Answering ``sync.request`` in PROTOCOL.md's three phases.
 
-Phase 1 is the most recently changed chat in full, phase 2 the next 19 chats' metadata
-and messages, phase 3 the metadata of up to 100 more. Only chats whose ``version``
-differs from what the client says it holds (``known``) are sent.
+Only chats whose ``version`` differs from what the client says it holds (``known``) are
+sent, newest first: phase 1 is the most recently changed of them in full, phase 2 the
+next 19 with metadata and messages, phase 3 the metadata of up to 100 more.
 
 Messages come from the sync cache (client ciphertext, 1 h) when it holds the chat at its
 current version, else from PostgreSQL (and are cached for the next sign-in). A reply no
@@ -111,15 +111,16 @@ def sync_phases(*, user: Any, known: dict[str, int]) -> list[list[dict[str, Any]
     opened ``title`` too.
     """
     limit = PHASE_1_CHATS + PHASE_2_CHATS + PHASE_3_CHATS
-    chats = list(
+    rows = (
         Chat.objects.select_related("instance")
         .filter(owner_id=user.pk)
-        .order_by("-updated_at", "-pk")[:limit]
+        .order_by("-updated_at", "-pk")
+        .iterator(chunk_size=200)
     )
+    # Positions count changed chats only: phase 1 is the newest chat the client lacks.
+    chats = [chat for chat in rows if known.get(chat.pk) != chat.version]
     phases: list[list[dict[str, Any]]] = [[], [], []]
-    for position, chat in enumerate(chats):
-        if known.get(chat.pk) == chat.version:
-            continue
+    for position, chat in enumerate(chats[:limit]):
         phase = (
             0 if position < PHASE_1_CHATS else 1 if position < PHASE_1_CHATS + PHASE_2_CHATS else 2
         )

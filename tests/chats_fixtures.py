@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -110,16 +111,46 @@ def static_origin() -> Iterator[str]:
     server.server_close()
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    """Headless Debian Chromium through Playwright's sync API (one per test module)."""
-    from playwright.sync_api import sync_playwright
+class _BrowserThread:
+    """Playwright's sync API on a thread of its own.
 
-    playwright = sync_playwright().start()
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    Its event loop would otherwise count as running in the test's thread, and Django then
+    refuses ORM calls there (``SynchronousOnlyOperation``). Every Playwright object is
+    created and used on this one thread through :meth:`call`.
+    """
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chromium")
+        self.browser: Any = None
+        self._playwright: Any = None
+        self.call(self._start)
+
+    def _start(self) -> None:
+        from playwright.sync_api import sync_playwright
+
+        self._playwright = sync_playwright().start()
+        self.browser = self._playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        return self._pool.submit(fn).result(timeout=120)
+
+    def close(self) -> None:
+        def stop() -> None:
+            self.browser.close()
+            self._playwright.stop()
+
+        self.call(stop)
+        self._pool.shutdown()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[_BrowserThread]:
+    """Headless Debian Chromium through Playwright (one per test module, own thread)."""
+    browser = _BrowserThread()
     yield browser
     browser.close()
-    playwright.stop()
 
 
 class CryptoPage:
@@ -129,7 +160,8 @@ class CryptoPage:
     keys across calls) and ``args``; a thrown ``CryptoError`` becomes ``{"error": code}``.
     """
 
-    def __init__(self, page: Any) -> None:
+    def __init__(self, thread: _BrowserThread, page: Any) -> None:
+        self.thread = thread
         self.page = page
 
     def run(self, body: str, args: Any = None) -> Any:
@@ -138,14 +170,19 @@ class CryptoPage:
             " try { " + body + " } catch (e) {"
             " if (e && e.name === 'CryptoError') return {error: e.code}; throw e; } }"
         )
-        return self.page.evaluate(script, args)
+        return self.thread.call(lambda: self.page.evaluate(script, args))
 
 
 @pytest.fixture
-def crypto_page(chromium: Any, static_origin: str) -> Iterator[CryptoPage]:
+def crypto_page(chromium: _BrowserThread, static_origin: str) -> Iterator[CryptoPage]:
     """A fresh browser context on the static origin, as a :class:`CryptoPage`."""
-    context = chromium.new_context()
-    page = context.new_page()
-    page.goto(static_origin + "/")
-    yield CryptoPage(page)
-    context.close()
+
+    def open_page() -> tuple[Any, Any]:
+        context = chromium.browser.new_context()
+        page = context.new_page()
+        page.goto(static_origin + "/")
+        return context, page
+
+    context, page = chromium.call(open_page)
+    yield CryptoPage(chromium, page)
+    chromium.call(context.close)

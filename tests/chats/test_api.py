@@ -143,7 +143,8 @@ def test_account_deletion_leaves_nothing_decryptable(chat: Chat, keyed_owner: An
     services.assistant_reply_keep(
         chat=chat, message_id=reply.pk, content="kept reply", model="m", usage=None
     )
-    sealed_row = bytes(Message.objects.get(pk=reply.pk).server_content)
+    row: Any = Message.objects.get(pk=reply.pk)
+    sealed_row = bytes(row.server_content)
     embed_id = _id()
     async_to_sync(cache.ai_history_append)(
         user_id=user_id,
@@ -153,7 +154,7 @@ def test_account_deletion_leaves_nothing_decryptable(chat: Chat, keyed_owner: An
     async_to_sync(cache.embed_cache_put)(
         user_id=user_id, chat_id=chat.pk, embed_id=embed_id, content={"x": "y"}
     )
-    sealed_cache = cache.redis_client().lrange(cache.ai_key(user_id, chat.pk), 0, -1)[0]
+    sealed_cache: Any = cache.redis_client().lrange(cache.ai_key(user_id, chat.pk), 0, -1)[0]
     UserKeys.objects.create(
         user=keyed_owner,
         wrapped_master_key="AQ==",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import uuid
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -183,7 +184,7 @@ async def test_cached_entries_hold_no_plaintext(cache_user_id: int) -> None:
     await cache.embed_cache_put(
         user_id=cache_user_id, chat_id=chat_id, embed_id=embed_id, content={"text": secret}
     )
-    client = cache.redis_client()
+    client: Any = cache.redis_client()
     raw = b"".join(client.lrange(cache.ai_key(cache_user_id, chat_id), 0, -1))
     raw += client.get(cache.embed_key(embed_id)) or b""
     assert secret.encode() not in raw

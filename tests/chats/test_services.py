@@ -150,7 +150,7 @@ def test_server_managed_chats_keep_content_sealed(keyed_owner: Any, chat_instanc
     message = services.server_message_create(
         chat=chat, message_id=_id(), role="user", content="hello from telegram"
     )
-    row = Message.objects.get(pk=message.pk)
+    row: Any = Message.objects.get(pk=message.pk)
     assert row.encrypted_content is None
     assert b"hello from telegram" not in bytes(row.server_content)
     assert (

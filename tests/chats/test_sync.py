@@ -57,7 +57,8 @@ def test_messages_come_from_the_sync_cache_when_it_is_current(
     chat.refresh_from_db()
     first = sync.sync_phases(user=keyed_owner, known={})[0][0]["messages"]
     assert [m["encrypted_content"] for m in first] == ["AQI="]
-    cached = json.loads(cache.redis_client().get(cache.sync_key(keyed_owner.pk, chat.pk)))
+    client: Any = cache.redis_client()
+    cached = json.loads(client.get(cache.sync_key(keyed_owner.pk, chat.pk)))
     assert cached["version"] == chat.version
     # The cache wins while the chat's version is unchanged: PostgreSQL is not read again.
     Message.objects.filter(pk=message.pk).update(encrypted_content="BQY=")
@@ -85,7 +86,7 @@ def test_an_unstored_reply_survives_a_cache_flush_and_reaches_the_client(
     assert delivered[reply.pk]["content"] == "the kept answer"
     assert delivered[reply.pk]["needs_store"] is True
     # The plaintext went to the client only: the sync cache holds no content.
-    raw = cache.redis_client().get(cache.sync_key(keyed_owner.pk, chat.pk))
+    raw: Any = cache.redis_client().get(cache.sync_key(keyed_owner.pk, chat.pk))
     assert b"the kept answer" not in raw
     # Once the client stored its ciphertext, the next sync sends ciphertext only.
     services.message_store(chat=chat, message_id=reply.pk, encrypted_content="AQ==", version=0)
