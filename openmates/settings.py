@@ -127,7 +127,9 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # redis-py 8 times reads out after 5 s by default, exactly channels-redis's
+            # blocking-receive timeout: an idle socket's consumer would crash.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
             "symmetric_encryption_keys": [_channel_layer_key(SECRET_KEY)],
             "prefix": env_str("OPENMATES_CHANNEL_PREFIX", "om:asgi"),
         },
