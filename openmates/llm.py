@@ -797,6 +797,8 @@ class _CallLogWriter:
     connection is held open between bursts.
     """
 
+    GATHER_S = 0.05
+
     def __init__(self) -> None:
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -818,6 +820,9 @@ class _CallLogWriter:
     def _run(self) -> None:
         while True:
             batch = [self._queue.get()]
+            # Rows come in bursts (a turn makes several calls): gather them into one
+            # INSERT instead of waking up, and taking the GIL, once per call.
+            time.sleep(self.GATHER_S)
             while len(batch) < 500:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -858,18 +863,37 @@ class _CallLogWriter:
 _call_log = _CallLogWriter()
 
 
+_prices: dict[str, tuple[float, float] | None] = {}
+
+
 def _cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal:
-    """Cost from LiteLLM's bundled price map; 0 for models it does not know."""
-    lib = _litellm
-    if lib is None or not (prompt_tokens or completion_tokens):
+    """Cost from LiteLLM's bundled price map; 0 for models it does not know.
+
+    Per-token prices are looked up once per model (LiteLLM's lookup costs a few hundred
+    microseconds, and this runs for every call).
+    """
+    if not (prompt_tokens or completion_tokens):
         return Decimal(0)
+    if model not in _prices:
+        _prices[model] = _price_per_token(model)
+    price = _prices[model]
+    if price is None:
+        return Decimal(0)
+    return Decimal(str(round(prompt_tokens * price[0] + completion_tokens * price[1], 8)))
+
+
+def _price_per_token(model: str) -> tuple[float, float] | None:
+    lib = _litellm
+    if lib is None:
+        return None
     try:
-        prompt_cost, completion_cost = lib.cost_per_token(
-            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        prompt_cost, _ = lib.cost_per_token(model=model, prompt_tokens=1000, completion_tokens=0)
+        _, completion_cost = lib.cost_per_token(
+            model=model, prompt_tokens=0, completion_tokens=1000
         )
     except Exception:
-        return Decimal(0)
-    return Decimal(str(round(float(prompt_cost) + float(completion_cost), 8)))
+        return None
+    return float(prompt_cost) / 1000, float(completion_cost) / 1000
 
 
 def _log_attempt(
