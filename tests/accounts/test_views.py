@@ -200,3 +200,25 @@ def test_account_delete_with_confirmation_deletes_and_signs_out(client: Client, 
     assert response["Location"] == "/accounts/deleted/"
     assert not get_user_model().objects.filter(pk=owner.pk).exists()
     assert "_auth_user_id" not in client.session
+
+
+def test_form_post_with_null_origin_passes_when_the_browser_says_same_origin(
+    owner: Any,
+) -> None:
+    strict = Client(enforce_csrf_checks=True)
+    strict.get("/accounts/login/")
+    token = strict.cookies["csrftoken"].value
+    form = {"username": "owner", "password": "correct horse battery staple"}
+    form["csrfmiddlewaretoken"] = token
+
+    same_origin = strict.post(
+        "/accounts/login/", form, HTTP_ORIGIN="null", HTTP_SEC_FETCH_SITE="same-origin"
+    )
+    cross_site = Client(enforce_csrf_checks=True)
+    cross_site.cookies["csrftoken"] = token
+    refused = cross_site.post(
+        "/accounts/login/", form, HTTP_ORIGIN="null", HTTP_SEC_FETCH_SITE="cross-site"
+    )
+
+    assert same_origin.status_code == 302
+    assert refused.status_code == 403

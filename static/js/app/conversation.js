@@ -1,0 +1,194 @@
+// The conversation view: messages (user text as text, assistant text as sanitised
+// markdown), streaming, badges, tool cards, follow-up chips, retry, memory consent.
+import { el } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+
+export class ConversationView {
+  constructor({ scroller, list, empty, handlers }) {
+    this.scroller = scroller;
+    this.list = list;
+    this.empty = empty;
+    this.handlers = handlers; // {onFollowUp, onRetry, onCancelTool, onConsent}
+    this.nodes = new Map(); // message_id -> {root, body, meta, tools, extras, content, role}
+    this.pendingRender = new Set();
+    this.frame = 0;
+  }
+
+  clear() {
+    this.nodes.clear();
+    this.list.replaceChildren(this.empty);
+    this.empty.hidden = false;
+  }
+
+  nearBottom() {
+    const s = this.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 120;
+  }
+
+  scrollToEnd(force = false) {
+    if (force || this.nearBottom()) this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  // message: {message_id, role, content, status, model, language}
+  upsert(message) {
+    let node = this.nodes.get(message.message_id);
+    const stick = this.nearBottom();
+    if (!node) {
+      this.empty.hidden = true;
+      const body = el("div", { class: "msg-body" });
+      const meta = el("div", { class: "msg-meta" });
+      const tools = el("div", { class: "msg-tools" });
+      const extras = el("div", { class: "msg-extras" });
+      const root = el("article", {
+        class: `msg msg-${message.role}`,
+        dataset: { messageId: message.message_id, role: message.role },
+        "aria-label": message.role === "user" ? "You said" : "Assistant said",
+      }, tools, body, meta, extras);
+      node = { root, body, meta, tools, extras, content: "", role: message.role, status: "", model: "", language: "" };
+      this.nodes.set(message.message_id, node);
+      this.insertOrdered(message.message_id, root);
+    }
+    if (message.content !== undefined && message.content !== node.content) {
+      node.content = message.content;
+      this.queueRender(message.message_id);
+    }
+    if (message.status !== undefined) node.status = message.status;
+    if (message.model) node.model = message.model;
+    if (message.language) node.language = message.language;
+    this.renderMeta(message.message_id);
+    if (stick) this.scrollToEnd(true);
+    return node;
+  }
+
+  insertOrdered(messageId, root) {
+    // Ids are UUIDv7: their text order is creation order.
+    const after = [...this.nodes.keys()].filter((id) => id > messageId && id !== messageId).sort()[0];
+    const next = after ? this.nodes.get(after)?.root : null;
+    if (next && next.parentNode === this.list) this.list.insertBefore(root, next);
+    else this.list.append(root);
+  }
+
+  queueRender(messageId) {
+    this.pendingRender.add(messageId);
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      const stick = this.nearBottom();
+      for (const id of this.pendingRender) this.renderBody(id);
+      this.pendingRender.clear();
+      if (stick) this.scrollToEnd(true);
+    });
+  }
+
+  renderBody(messageId) {
+    const node = this.nodes.get(messageId);
+    if (!node) return;
+    if (node.role === "user") node.body.textContent = node.content;
+    else node.body.replaceChildren(renderMarkdown(node.content));
+  }
+
+  renderMeta(messageId) {
+    const node = this.nodes.get(messageId);
+    const badges = [];
+    if (node.role === "assistant") {
+      if (node.model) badges.push(el("span", { class: "badge badge-model", title: "Model" }, node.model));
+      if (node.language) badges.push(el("span", { class: "badge badge-language", title: "Language" }, node.language));
+      if (["failed", "interrupted", "cancelled"].includes(node.status)) {
+        badges.push(el("span", { class: `msg-status-${node.status}` }, {
+          failed: "The answer failed.", interrupted: "The answer was interrupted.", cancelled: "Stopped.",
+        }[node.status]));
+      }
+    }
+    node.meta.replaceChildren(...badges);
+    node.root.classList.toggle("msg-streaming", node.status === "streaming");
+  }
+
+  setStatus(messageId, status) {
+    const node = this.nodes.get(messageId);
+    if (!node) return;
+    node.status = status;
+    this.renderMeta(messageId);
+  }
+
+  // Adds a Retry button under a failed turn's assistant message.
+  showRetry(messageId, userMessageId) {
+    const node = this.nodes.get(messageId);
+    if (!node) return;
+    node.extras.replaceChildren(el("button", {
+      type: "button", class: "button-small retry",
+      onclick: () => { node.extras.replaceChildren(); this.handlers.onRetry(userMessageId); },
+    }, "Retry"));
+  }
+
+  showFollowUps(messageId, followUps) {
+    const node = this.nodes.get(messageId);
+    if (!node || !followUps || !followUps.length) return;
+    const chips = followUps.map((text) => el("button", {
+      type: "button", class: "chip follow-up",
+      onclick: () => { this.clearFollowUps(); this.handlers.onFollowUp(text); },
+    }, text));
+    node.extras.replaceChildren(el("div", { class: "follow-ups", role: "group", "aria-label": "Suggested follow-ups" }, chips));
+    this.scrollToEnd();
+  }
+
+  clearFollowUps() {
+    for (const group of this.list.querySelectorAll(".follow-ups")) group.remove();
+  }
+
+  // tool: {embed_id, tool, status, preview, error, content}
+  toolCard(messageId, tool) {
+    let node = this.nodes.get(messageId);
+    if (!node) node = this.upsert({ message_id: messageId, role: "assistant", content: "", status: "streaming" });
+    let card = node.tools.querySelector(`[data-embed-id="${CSS.escape(tool.embed_id)}"]`);
+    if (!card) {
+      card = el("div", { class: "tool-card", role: "group", "aria-label": `Tool ${tool.tool || ""}`, dataset: { embedId: tool.embed_id } },
+        el("div", { class: "tool-card-head" },
+          el("span", { class: "tool-card-name" }, tool.tool || "tool"),
+          el("span", { class: "tool-card-status", role: "status" }),
+          el("button", { type: "button", class: "button-small tool-cancel", onclick: () => this.handlers.onCancelTool(tool.embed_id) }, "Cancel")),
+        el("div", { class: "tool-card-result" }));
+      node.tools.append(card);
+    }
+    if (tool.tool) card.querySelector(".tool-card-name").textContent = tool.tool;
+    if (tool.status) {
+      card.dataset.status = tool.status;
+      card.querySelector(".tool-card-status").textContent = {
+        processing: "running…", finished: "done", error: "failed", cancelled: "cancelled",
+      }[tool.status] || tool.status;
+      card.querySelector(".tool-cancel").hidden = tool.status !== "processing";
+    }
+    const result = card.querySelector(".tool-card-result");
+    if (tool.error) result.textContent = tool.error;
+    else if (tool.content !== undefined && tool.content !== null) result.textContent = typeof tool.content === "string" ? tool.content : JSON.stringify(tool.content, null, 2);
+    else if (tool.preview && !result.textContent) result.textContent = typeof tool.preview === "string" ? tool.preview : JSON.stringify(tool.preview);
+    this.scrollToEnd();
+  }
+
+  consentPrompt({ chatId, requestId, categories }) {
+    const boxes = categories.map((category) => el("label", {},
+      el("input", { type: "checkbox", value: category, checked: true }), ` ${category}`));
+    const form = el("form", { class: "consent", "aria-label": "Memory consent" },
+      el("p", {}, "May the assistant use what it remembers about you in this chat?"),
+      el("fieldset", {}, el("legend", { class: "visually-hidden" }, "Memory categories"), boxes),
+      el("div", { class: "row" },
+        el("button", { type: "submit", class: "button-primary button-small" }, "Allow selected"),
+        el("button", { type: "button", class: "button-small consent-deny" }, "Not now")));
+    const answer = (allowed) => {
+      form.remove();
+      this.handlers.onConsent({ chatId, requestId, allowed });
+    };
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      answer([...form.querySelectorAll("input:checked")].map((box) => box.value));
+    });
+    form.querySelector(".consent-deny").addEventListener("click", () => answer([]));
+    this.empty.hidden = true;
+    this.list.append(form);
+    this.scrollToEnd(true);
+  }
+
+  notice(text) {
+    this.list.append(el("p", { class: "notice", role: "status" }, text));
+    this.scrollToEnd();
+  }
+}

@@ -1,0 +1,215 @@
+// The encryption screens: first set-up (passphrase + recovery key shown once), unlock on
+// later visits, and reset with the recovery key. Keys stay inside crypto.js's keyring.
+import { keyring, CryptoError } from "../crypto.js";
+import { $, api, HttpError, postForm } from "./dom.js";
+
+const KEYS_URL = "/api/chats/keys/";
+const VERIFY_URL = "/accounts/password/verify/";
+const MIN_SCORE = 2;
+
+// A rough passphrase strength score 0..4 from length, variety and obvious patterns.
+export function passphraseStrength(text) {
+  if (!text) return { score: 0, label: "" };
+  let classes = 0;
+  for (const pattern of [/[a-z]/, /[A-Z]/, /[0-9]/, /[^A-Za-z0-9]/]) if (pattern.test(text)) classes += 1;
+  const words = text.trim().split(/[\s\-_.]+/).filter((w) => w.length >= 3).length;
+  let bits = text.length * Math.log2(Math.max(10, classes * 20));
+  if (/^(.)\1+$/.test(text) || /^(?:0123|1234|abcd|qwer|pass|word)/i.test(text)) bits /= 3;
+  if (words >= 4) bits += 20;
+  const score = bits < 40 ? 0 : bits < 60 ? 1 : bits < 80 ? 2 : bits < 110 ? 3 : 4;
+  const labels = ["very weak", "weak", "fair", "strong", "very strong"];
+  return { score, label: labels[score] };
+}
+
+function meter(inputId, barId, textId) {
+  const input = $(inputId);
+  input.addEventListener("input", () => {
+    const { score, label } = passphraseStrength(input.value);
+    $(barId).dataset.score = String(score);
+    $(textId).textContent = input.value ? `Strength: ${label}` : "";
+  });
+}
+
+export function showScreen(name) {
+  for (const id of ["screen-loading", "screen-setup", "screen-unlock", "screen-recover", "app"]) {
+    $(id).hidden = id !== name;
+  }
+  const focusTarget = {
+    "screen-setup": "setup-passphrase",
+    "screen-unlock": "unlock-passphrase",
+    "screen-recover": "recover-key",
+  }[name];
+  if (focusTarget) $(focusTarget).focus();
+}
+
+export async function fetchUserKeys() {
+  try {
+    return await api("GET", KEYS_URL);
+  } catch (error) {
+    if (error instanceof HttpError && error.status === 404) return null;
+    throw error;
+  }
+}
+
+async function checkLoginPassword(password) {
+  const answer = await postForm(VERIFY_URL, { password });
+  return answer.ok === true;
+}
+
+function newPassphraseProblem(passphrase, again) {
+  if (passphrase.length < 8) return "The passphrase needs at least 8 characters.";
+  if (passphrase !== again) return "The two passphrases differ.";
+  if (passphraseStrength(passphrase).score < MIN_SCORE) {
+    return "This passphrase is too easy to guess. Use a longer one, e.g. four unrelated words.";
+  }
+  return null;
+}
+
+function describe(error) {
+  if (error instanceof CryptoError) {
+    return {
+      wrong_passphrase: "Wrong passphrase. Try again, or reset it with your recovery key.",
+      bad_recovery_key: "This recovery key does not fit (check for typos).",
+      passphrase_is_login_password: "The passphrase must differ from your login password.",
+      passphrase_too_short: "The passphrase needs at least 8 characters.",
+      kdf_below_floor: "The stored key parameters are weaker than this app accepts; refusing them.",
+    }[error.code] || `Encryption error (${error.code}).`;
+  }
+  if (error instanceof HttpError) return `The server answered ${error.status}. Try again.`;
+  return "Something went wrong. Check your connection and try again.";
+}
+
+// Wires the three screens; `onUnlocked(userKeys)` runs once the keyring is unlocked.
+export function setupKeyScreens({ userId, onUnlocked }) {
+  let userKeys = null;
+  let recoveryText = "";
+  meter("setup-passphrase", "setup-strength-bar", "setup-strength-text");
+  meter("recover-passphrase", "recover-strength-bar", "recover-strength-text");
+
+  $("setup-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const error = $("setup-error");
+    error.textContent = "";
+    const passphrase = $("setup-passphrase").value;
+    const loginPassword = $("setup-login-password").value;
+    const problem = newPassphraseProblem(passphrase, $("setup-passphrase2").value);
+    if (problem) { error.textContent = problem; return; }
+    if (passphrase === loginPassword) {
+      error.textContent = "The passphrase must differ from your login password.";
+      return;
+    }
+    $("setup-submit").disabled = true;
+    try {
+      if (!(await checkLoginPassword(loginPassword))) {
+        error.textContent = "That is not your login password.";
+        return;
+      }
+      error.textContent = "Creating your keys…";
+      const created = await keyring.createUserKeys({ userId, passphrase, loginPassword });
+      const saved = await api("PUT", KEYS_URL, created.userKeys);
+      userKeys = { ...created.userKeys, version: saved.version };
+      recoveryText = created.recoveryKey;
+      error.textContent = "";
+      $("setup-form").hidden = true;
+      $("setup-recovery").hidden = false;
+      $("setup-recovery-key").textContent = recoveryText;
+      $("setup-copy").focus();
+    } catch (caught) {
+      keyring.lock();
+      error.textContent = describe(caught);
+    } finally {
+      $("setup-submit").disabled = false;
+      $("setup-login-password").value = "";
+    }
+  });
+  $("setup-copy").addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(recoveryText);
+      $("setup-copy-status").textContent = "Copied.";
+    } catch (error) {
+      $("setup-copy-status").textContent = "Copying failed; select the key and copy it by hand.";
+    }
+  });
+  $("setup-download").addEventListener("click", () => {
+    const blob = new Blob([`OpenMates recovery key\n\n${recoveryText}\n`], { type: "text/plain" });
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = "openmates-recovery-key.txt";
+    link.click();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+    $("setup-copy-status").textContent = "Downloaded.";
+  });
+  $("setup-saved").addEventListener("change", () => {
+    $("setup-continue").disabled = !$("setup-saved").checked;
+  });
+  $("setup-continue").addEventListener("click", () => {
+    recoveryText = "";
+    $("setup-recovery-key").textContent = "";
+    onUnlocked(userKeys);
+  });
+
+  $("unlock-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const error = $("unlock-error");
+    error.textContent = "Unlocking…";
+    $("unlock-submit").disabled = true;
+    try {
+      userKeys = userKeys || (await fetchUserKeys());
+      await keyring.unlock({ userId, userKeys, passphrase: $("unlock-passphrase").value });
+      error.textContent = "";
+      $("unlock-passphrase").value = "";
+      onUnlocked(userKeys);
+    } catch (caught) {
+      error.textContent = describe(caught);
+      $("unlock-passphrase").select();
+    } finally {
+      $("unlock-submit").disabled = false;
+    }
+  });
+  $("unlock-forgot").addEventListener("click", () => showScreen("screen-recover"));
+  $("recover-back").addEventListener("click", () => showScreen("screen-unlock"));
+
+  $("recover-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const error = $("recover-error");
+    error.textContent = "";
+    const passphrase = $("recover-passphrase").value;
+    const loginPassword = $("recover-login-password").value;
+    const problem = newPassphraseProblem(passphrase, $("recover-passphrase2").value);
+    if (problem) { error.textContent = problem; return; }
+    $("recover-submit").disabled = true;
+    try {
+      if (!(await checkLoginPassword(loginPassword))) {
+        error.textContent = "That is not your login password.";
+        return;
+      }
+      userKeys = userKeys || (await fetchUserKeys());
+      const updated = await keyring.changePassphrase({
+        userId, userKeys, recoveryKey: $("recover-key").value, newPassphrase: passphrase, loginPassword,
+      });
+      const saved = await api("PUT", KEYS_URL, { ...updated, version: userKeys.version });
+      userKeys = { ...updated, version: saved.version };
+      $("recover-key").value = "";
+      $("recover-passphrase").value = "";
+      $("recover-passphrase2").value = "";
+      onUnlocked(userKeys);
+    } catch (caught) {
+      keyring.lock();
+      error.textContent = describe(caught);
+    } finally {
+      $("recover-submit").disabled = false;
+      $("recover-login-password").value = "";
+    }
+  });
+
+  return {
+    async start() {
+      userKeys = await fetchUserKeys();
+      showScreen(userKeys ? "screen-unlock" : "screen-setup");
+    },
+    lock() {
+      keyring.lock();
+      showScreen("screen-unlock");
+    },
+  };
+}

@@ -1,0 +1,184 @@
+// The /ws/chat/ client (PROTOCOL.md): reconnects with backoff, queues frames while
+// disconnected, resumes running turns (task.active → stream.resume), detects gaps in
+// stream.delta sequences and resumes from the last good one. Every server frame is
+// re-dispatched as an event named by its type; deltas arrive in order, once.
+//
+// Extra events: "state" (detail: "connecting" | "open" | "reconnecting" | "closed"),
+// "session-ended" (the server closed the socket with 4401).
+
+const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 10000];
+const PING_MS = 20000;
+const SESSION_ENDED = 4401;
+
+export class ChatSocket extends EventTarget {
+  constructor(url) {
+    super();
+    this.url = url;
+    this.socket = null;
+    this.outbox = [];
+    this.attempt = 0;
+    this.pending = new Map(); // request_id -> {resolve, reject, types}
+    this.streams = new Map(); // task_id -> {chatId, messageId, last, resuming}
+    this.stopped = false;
+    this.state = "connecting";
+    this.pingTimer = null;
+  }
+
+  connect() {
+    this.stopped = false;
+    this.setState(this.attempt === 0 ? "connecting" : "reconnecting");
+    const socket = new WebSocket(this.url);
+    this.socket = socket;
+    socket.addEventListener("open", () => {
+      this.attempt = 0;
+      this.setState("open");
+      const queued = this.outbox.splice(0);
+      for (const frame of queued) socket.send(JSON.stringify(frame));
+      this.emit("connected", {});
+      this.pingTimer = setInterval(() => this.send({ type: "ping", ts: Date.now() }), PING_MS);
+    });
+    socket.addEventListener("message", (event) => this.receive(event.data));
+    socket.addEventListener("close", (event) => {
+      clearInterval(this.pingTimer);
+      if (this.socket !== socket) return;
+      this.socket = null;
+      if (event.code === SESSION_ENDED) {
+        this.stopped = true;
+        this.setState("closed");
+        this.emit("session-ended", { code: event.code });
+        return;
+      }
+      if (this.stopped) {
+        this.setState("closed");
+        return;
+      }
+      for (const stream of this.streams.values()) stream.resuming = false;
+      const delay = BACKOFF_MS[Math.min(this.attempt, BACKOFF_MS.length - 1)];
+      this.attempt += 1;
+      this.setState("reconnecting");
+      setTimeout(() => { if (!this.stopped) this.connect(); }, delay * (0.75 + Math.random() / 2));
+    });
+  }
+
+  close() {
+    this.stopped = true;
+    if (this.socket) this.socket.close(1000);
+  }
+
+  setState(state) {
+    this.state = state;
+    this.emit("state", state);
+  }
+
+  emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+
+  send(frame) {
+    if (this.socket && this.socket.readyState === WebSocket.OPEN) {
+      this.socket.send(JSON.stringify(frame));
+    } else if (frame.type !== "ping") {
+      this.outbox.push(frame);
+    }
+  }
+
+  // Sends a frame with a fresh request_id; resolves with the first answer of one of
+  // `types` (or rejects with an `error` frame) carrying that request_id.
+  request(frame, types) {
+    const requestId = frame.request_id || crypto.randomUUID();
+    return new Promise((resolve, reject) => {
+      this.pending.set(requestId, { resolve, reject, types, chatId: frame.chat_id });
+      this.send({ ...frame, request_id: requestId });
+    });
+  }
+
+  // The client knows of a running turn (after message.accepted): track its sequence.
+  track(taskId, chatId, messageId, last = 0) {
+    if (!this.streams.has(taskId)) {
+      this.streams.set(taskId, { chatId, messageId, last, resuming: false });
+    }
+  }
+
+  resume(taskId) {
+    const stream = this.streams.get(taskId);
+    if (!stream || stream.resuming) return;
+    stream.resuming = true;
+    this.send({ type: "stream.resume", chat_id: stream.chatId, task_id: taskId, last_sequence: stream.last });
+  }
+
+  receive(text) {
+    let frame;
+    try {
+      frame = JSON.parse(text);
+    } catch (error) {
+      return;
+    }
+    if (!frame || typeof frame.type !== "string") return;
+    if (!frame.request_id && frame.chat_id) {
+      // An answer without the request_id still settles a request about the same chat.
+      for (const [requestId, waiter] of this.pending) {
+        if (waiter.chatId === frame.chat_id && waiter.types.includes(frame.type)) {
+          this.pending.delete(requestId);
+          waiter.resolve(frame);
+          break;
+        }
+      }
+    }
+    if (frame.request_id && this.pending.has(frame.request_id)) {
+      const waiter = this.pending.get(frame.request_id);
+      if (frame.type === "error") {
+        this.pending.delete(frame.request_id);
+        const error = new Error(frame.message || frame.code);
+        error.code = frame.code;
+        error.frame = frame;
+        waiter.reject(error);
+      } else if (waiter.types.includes(frame.type)) {
+        this.pending.delete(frame.request_id);
+        waiter.resolve(frame);
+      }
+    }
+    switch (frame.type) {
+      case "task.active":
+        for (const task of frame.tasks || []) {
+          this.track(task.task_id, task.chat_id, task.assistant_message_id, 0);
+          const stream = this.streams.get(task.task_id);
+          stream.resuming = false;
+          this.resume(task.task_id);
+        }
+        break;
+      case "message.accepted":
+        this.track(frame.task_id, frame.chat_id, frame.assistant_message_id, 0);
+        break;
+      case "stream.delta": {
+        this.track(frame.task_id, frame.chat_id, frame.message_id, 0);
+        const stream = this.streams.get(frame.task_id);
+        if (frame.sequence <= stream.last) return; // already have it (another copy)
+        if (stream.resuming || frame.sequence !== stream.last + 1) {
+          this.resume(frame.task_id); // a gap: ask for a snapshot
+          return;
+        }
+        stream.last = frame.sequence;
+        break;
+      }
+      case "stream.snapshot": {
+        this.track(frame.task_id, frame.chat_id, frame.message_id, 0);
+        const stream = this.streams.get(frame.task_id);
+        stream.resuming = false;
+        if (frame.sequence < stream.last) return;
+        stream.last = frame.sequence;
+        break;
+      }
+      case "stream.done":
+        this.streams.delete(frame.task_id);
+        break;
+      default:
+        break;
+    }
+    this.emit(frame.type, frame);
+  }
+}
+
+export function chatSocketUrl() {
+  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+  return `${scheme}://${window.location.host}/ws/chat/`;
+}

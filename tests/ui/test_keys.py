@@ -1,0 +1,117 @@
+"""Encryption set-up, unlock, lock and recovery in the browser against the live app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from accounts.models import SignupPolicy
+from chats.models import UserKeys
+from instances.models import Instance
+from tests.ui.pages import (
+    PASSPHRASE,
+    PASSWORD,
+    finish_setup,
+    set_passphrase,
+    sign_up,
+    unlock,
+    watch,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+EXPECTED_CSP = {
+    "default-src 'none'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "img-src 'self' data: blob:",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'self'",
+    "frame-ancestors 'none'",
+}
+
+
+@pytest.fixture
+def open_signup(transactional_db: Any) -> Instance:
+    instance = Instance.objects.create(slug="home", name="Home")
+    SignupPolicy.objects.create(instance=instance, open_signup=True)
+    return instance
+
+
+@pytest.fixture
+def page(ui_context: Any) -> Any:
+    return ui_context.new_page()
+
+
+def test_set_up_reload_and_unlock_with_the_csp_intact(
+    asgi_server: str, open_signup: Instance, page: Any
+) -> None:
+    watched = watch(page)
+    sign_up(page, asgi_server, "ada")
+    recovery = set_passphrase(page)
+    with page.expect_download() as download:
+        page.click("#setup-download")
+    assert recovery in Path(download.value.path()).read_text()
+    finish_setup(page)
+
+    keys = UserKeys.objects.get(user__username="ada")
+    assert keys.kdf["iterations"] >= 600_000
+    assert PASSPHRASE not in str(keys.__dict__)
+
+    page.reload()
+    page.fill("#unlock-passphrase", "not my passphrase at all")
+    page.click("#unlock-submit")
+    page.wait_for_selector("#unlock-error:has-text('Wrong passphrase')")
+    assert page.is_hidden("#app")
+    unlock(page)
+
+    page.click("#lock")
+    page.wait_for_selector("#screen-unlock:not([hidden])")
+    assert page.is_hidden("#app")
+    unlock(page)
+
+    header = httpx.get(f"{asgi_server}/accounts/login/").headers
+    assert {d.strip() for d in header["content-security-policy"].split(";")} == EXPECTED_CSP
+    assert header["referrer-policy"] == "no-referrer"
+    assert watched.csp_violations() == []
+    assert [m for m in watched.console if m.startswith("pageerror")] == []
+
+
+def test_passphrase_equal_to_the_login_password_is_refused(
+    asgi_server: str, open_signup: Instance, page: Any
+) -> None:
+    sign_up(page, asgi_server, "bob")
+    page.wait_for_selector("#screen-setup:not([hidden])")
+    page.fill("#setup-passphrase", PASSWORD)
+    page.fill("#setup-passphrase2", PASSWORD)
+    page.fill("#setup-login-password", PASSWORD)
+    page.click("#setup-submit")
+
+    page.wait_for_selector("#setup-error:has-text('differ from your login password')")
+    assert not UserKeys.objects.filter(user__username="bob").exists()
+
+
+def test_recovery_key_resets_a_forgotten_passphrase(
+    asgi_server: str, open_signup: Instance, page: Any
+) -> None:
+    sign_up(page, asgi_server, "cy")
+    recovery = set_passphrase(page)
+    finish_setup(page)
+    version = UserKeys.objects.get(user__username="cy").version
+
+    page.reload()
+    page.click("#unlock-forgot")
+    page.fill("#recover-key", recovery.lower())
+    page.fill("#recover-passphrase", "a brand new passphrase for cy 7")
+    page.fill("#recover-passphrase2", "a brand new passphrase for cy 7")
+    page.fill("#recover-login-password", PASSWORD)
+    page.click("#recover-submit")
+    page.wait_for_selector("#app:not([hidden])")
+
+    assert UserKeys.objects.get(user__username="cy").version == version + 1
+    page.reload()
+    unlock(page, "a brand new passphrase for cy 7")
