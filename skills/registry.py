@@ -139,6 +139,9 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._by_module: dict[str, list[str]] = {}
+        # The module ``load_package`` is importing: registrations are filed under it even
+        # when ``execute`` is defined elsewhere.
+        self._importing: str | None = None
 
     def register(
         self,
@@ -164,7 +167,7 @@ class ToolRegistry:
         if not description.strip():
             raise ToolRegistrationError(f"{name}: a description is required")
         parameters_validate(name, parameters)
-        module = getattr(execute, "__module__", "") or ""
+        module = self._importing or getattr(execute, "__module__", "") or ""
         spec = ToolSpec(
             name=name,
             description=description.strip(),
@@ -190,7 +193,11 @@ class ToolRegistry:
         root = importlib.import_module(package)
         loaded: dict[str, list[str]] = {}
         for info in pkgutil.iter_modules(root.__path__, prefix=f"{package}."):
-            importlib.import_module(info.name)
+            self._importing = info.name
+            try:
+                importlib.import_module(info.name)
+            finally:
+                self._importing = None
             loaded[info.name] = list(self._by_module.get(info.name, []))
         return loaded
 

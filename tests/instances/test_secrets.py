@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from asgiref.sync import sync_to_async
+from django.db import connection, connections
 
 from instances.models import InstanceSecret
 from instances.services import (
@@ -43,11 +44,14 @@ def test_service_reads_the_secret_back(instance):
 
 @pytest.mark.django_db(transaction=True)
 async def test_async_read_returns_the_same_value(instance):
-    from asgiref.sync import sync_to_async
+    try:
+        await sync_to_async(instance_secret_set)(instance=instance, name="K", value=PLAINTEXT)
 
-    await sync_to_async(instance_secret_set)(instance=instance, name="K", value=PLAINTEXT)
-
-    assert await ainstance_secret_get(instance=instance, name="K") == PLAINTEXT
+        assert await ainstance_secret_get(instance=instance, name="K") == PLAINTEXT
+    finally:
+        # The ORM ran in asgiref's sync thread: close its connection so teardown can drop
+        # the test database.
+        await sync_to_async(connections.close_all)()
 
 
 def test_setting_again_replaces_the_value(instance):

@@ -1,0 +1,222 @@
+"""Export and import of an instance's configuration as JSON (never its secrets).
+
+The document::
+
+    {"format": "openmates.instance/1",
+     "instance": {"slug", "name", "default_language", "tier_map", "embedding_model",
+                  "embedding_dimensions", "memory_enabled", "follow_ups_enabled",
+                  "model_preprocessing_enabled"},
+     "prompt_sections": {"identity": "...", ...},
+     "mates": [{"category", "name", "description", "system_prompt", "is_default"}],
+     "members": [{"username", "role"}],
+     "secrets": ["OPENAI_API_KEY", ...],            # names only
+     "channels": [{"kind", "enabled"}],              # credentials never
+     "<extension section>": ...}                     # e.g. "skills"
+
+Import is idempotent: running it twice changes nothing the second time. A value that
+differs from the database is a conflict, reported and kept, unless ``overwrite=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from instances.extensions import ImportReport, extensions
+from instances.models import ChannelConfig, Instance, InstanceMember, Mate, PromptSection
+from instances.services import instance_config_saved, instance_create
+
+FORMAT = "openmates.instance/1"
+INSTANCE_FIELDS = (
+    "name",
+    "default_language",
+    "tier_map",
+    "embedding_model",
+    "embedding_dimensions",
+    "memory_enabled",
+    "follow_ups_enabled",
+    "model_preprocessing_enabled",
+)
+MATE_FIELDS = ("category", "description", "system_prompt", "is_default")
+
+
+def instance_export(instance: Instance) -> dict[str, Any]:
+    """The configuration of ``instance`` as a JSON-ready document (module docstring)."""
+    document: dict[str, Any] = {
+        "format": FORMAT,
+        "instance": {"slug": instance.slug, **{f: getattr(instance, f) for f in INSTANCE_FIELDS}},
+        "prompt_sections": dict(
+            PromptSection.objects.filter(instance=instance)
+            .order_by("key")
+            .values_list("key", "content")
+        ),
+        "mates": [
+            {"name": mate.name, **{f: getattr(mate, f) for f in MATE_FIELDS}}
+            for mate in Mate.objects.filter(instance=instance).order_by("name")
+        ],
+        "members": [
+            {"username": m.user.get_username(), "role": m.role}
+            for m in InstanceMember.objects.filter(instance=instance)
+            .select_related("user")
+            .order_by("user__username")
+        ],
+        "secrets": sorted(instance.secrets.values_list("name", flat=True)),
+        "channels": [
+            {"kind": c.kind, "enabled": c.enabled}
+            for c in ChannelConfig.objects.filter(instance=instance).order_by("kind")
+        ],
+    }
+    for extension in extensions():
+        document[extension.section] = extension.instance_export(instance)
+    return document
+
+
+def _apply(
+    obj: Any, values: dict[str, Any], label: str, *, overwrite: bool, report: ImportReport
+) -> bool:
+    """Compare ``values`` with ``obj``; set them when allowed. Returns whether to save."""
+    differing = {k: v for k, v in values.items() if getattr(obj, k) != v}
+    if not differing:
+        report.unchanged.append(label)
+        return False
+    if not overwrite:
+        report.conflicts.append(f"{label}: differs in {', '.join(sorted(differing))} (kept)")
+        return False
+    for key, value in differing.items():
+        setattr(obj, key, value)
+    report.updated.append(label)
+    return True
+
+
+def _import_instance(
+    data: dict[str, Any], owner: Any, *, overwrite: bool, report: ImportReport
+) -> tuple[Instance, bool]:
+    fields = {k: data[k] for k in INSTANCE_FIELDS if k in data}
+    slug = str(data.get("slug", ""))
+    instance = Instance.objects.filter(slug=slug).first()
+    if instance is None:
+        instance = instance_create(slug=slug, owner=owner, **fields)
+        report.created.append(f"instance {slug}")
+        return instance, True
+    if _apply(instance, fields, f"instance {slug}", overwrite=overwrite, report=report):
+        instance.full_clean()
+        instance.save()
+    return instance, False
+
+
+def _import_prompts(
+    instance: Instance, sections: dict[str, str], *, overwrite: bool, report: ImportReport
+) -> None:
+    for key, content in sections.items():
+        if key not in PromptSection.Key.values:
+            report.conflicts.append(f"prompt {key}: not a prompt section here (skipped)")
+            continue
+        section, created = PromptSection.objects.get_or_create(
+            instance=instance, key=key, defaults={"content": content}
+        )
+        if created:
+            report.created.append(f"prompt {key}")
+        elif _apply(
+            section, {"content": content}, f"prompt {key}", overwrite=overwrite, report=report
+        ):
+            section.save()
+
+
+def _import_mates(
+    instance: Instance, mates: list[dict[str, Any]], *, overwrite: bool, report: ImportReport
+) -> None:
+    for item in mates:
+        values = {f: item[f] for f in MATE_FIELDS if f in item}
+        label = f"mate {item['name']}"
+        mate = Mate.objects.filter(instance=instance, name=item["name"]).first()
+        if mate is None:
+            if values.get("is_default"):
+                Mate.objects.filter(instance=instance, is_default=True).update(is_default=False)
+            Mate.objects.create(instance=instance, name=item["name"], **values)
+            report.created.append(label)
+        elif _apply(mate, values, label, overwrite=overwrite, report=report):
+            if mate.is_default:
+                Mate.objects.filter(instance=instance, is_default=True).exclude(pk=mate.pk).update(
+                    is_default=False
+                )
+            mate.save()
+
+
+def _import_members(
+    instance: Instance, members: list[dict[str, Any]], *, overwrite: bool, report: ImportReport
+) -> None:
+    users = get_user_model().objects
+    for item in members:
+        username, role = item["username"], item["role"]
+        label = f"member {username}"
+        user = users.filter(**{get_user_model().USERNAME_FIELD: username}).first()
+        if user is None:
+            report.conflicts.append(f"{label}: no such user here (skipped)")
+            continue
+        member = InstanceMember.objects.filter(instance=instance, user=user).first()
+        if member is None:
+            InstanceMember.objects.create(instance=instance, user=user, role=role)
+            report.created.append(label)
+        elif _apply(member, {"role": role}, label, overwrite=overwrite, report=report):
+            member.save()
+
+
+def _import_channels(
+    instance: Instance, channels: list[dict[str, Any]], *, overwrite: bool, report: ImportReport
+) -> None:
+    for item in channels:
+        kind = item["kind"]
+        label = f"channel {kind}"
+        channel = ChannelConfig.objects.filter(instance=instance, kind=kind).first()
+        if channel is None:
+            # Credentials never travel: the channel arrives disabled until they are set.
+            ChannelConfig.objects.create(instance=instance, kind=kind, enabled=False)
+            report.created.append(label)
+            if item.get("enabled"):
+                report.conflicts.append(f"{label}: set its credentials, then enable it")
+        else:
+            report.unchanged.append(label)
+
+
+@transaction.atomic
+def instance_import(
+    document: dict[str, Any], *, owner: Any, overwrite: bool = False
+) -> ImportReport:
+    """Create or update the instance a document describes; returns what happened.
+
+    ``owner`` owns the instance when the import creates it. Secrets listed by name that
+    are not set here are reported as conflicts ("set it"); values never travel.
+
+    Raises:
+        ValidationError: not an ``openmates.instance/1`` document, or invalid values.
+    """
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ValidationError(f"not an instance export (expected format {FORMAT!r})")
+    report = ImportReport(instance=str(document["instance"].get("slug", "")))
+    instance, created = _import_instance(
+        document["instance"], owner, overwrite=overwrite, report=report
+    )
+    # A new instance holds only the defaults ``instance_create`` seeded: the file wins.
+    overwrite = overwrite or created
+    _import_prompts(
+        instance, document.get("prompt_sections", {}), overwrite=overwrite, report=report
+    )
+    _import_mates(instance, document.get("mates", []), overwrite=overwrite, report=report)
+    _import_members(instance, document.get("members", []), overwrite=overwrite, report=report)
+    _import_channels(instance, document.get("channels", []), overwrite=overwrite, report=report)
+    present = set(instance.secrets.values_list("name", flat=True))
+    for name in document.get("secrets", []):
+        if name not in present:
+            report.conflicts.append(
+                f"secret {name}: not set here; set it (values are not exported)"
+            )
+    for extension in extensions():
+        if extension.section in document:
+            extension.instance_import(
+                instance, document[extension.section], overwrite=overwrite, report=report
+            )
+    instance_config_saved(instance=instance)
+    return report
