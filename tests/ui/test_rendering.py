@@ -34,8 +34,10 @@ RENDER = """async (text) => {
     html: box.innerHTML,
     images: box.querySelectorAll('img').length,
     scripts: box.querySelectorAll('script').length,
-    handlers: [...box.querySelectorAll('*')].filter((n) => [...n.attributes].some((a) => a.name.startsWith('on'))).length,
-    links: [...box.querySelectorAll('a')].map((a) => ({href: a.getAttribute('href'), rel: a.rel, target: a.target})),
+    handlers: [...box.querySelectorAll('*')]
+      .filter((n) => [...n.attributes].some((a) => a.name.startsWith('on'))).length,
+    links: [...box.querySelectorAll('a')]
+      .map((a) => ({href: a.getAttribute('href'), rel: a.rel, target: a.target})),
     code: box.querySelector('pre code') ? box.querySelector('pre code').className : null,
     keywords: box.querySelectorAll('pre code .hljs-keyword').length,
     copy: box.querySelectorAll('pre .code-copy').length,
