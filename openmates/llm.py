@@ -68,8 +68,10 @@ __all__ = [
     "Usage",
     "aflush_call_log",
     "complete",
+    "context_tokens",
     "embed",
     "health",
+    "is_base_model",
     "start_background_import",
     "stream",
 ]
@@ -243,6 +245,9 @@ class _Route:
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
 
+# LiteLLM's provider for a completions endpoint; behind it we assume a base model.
+_BASE_MODEL_PREFIX = "text-completion-openai/"
+
 # Passed when an entry names no secret, so LiteLLM never falls back to an ambient
 # provider key from the environment (local servers ignore it).
 _NO_KEY = "no-key"
@@ -255,10 +260,7 @@ async def _routes(tier: str, instance: Any | None) -> list[_Route]:
         ValueError: ``tier`` is not one of :data:`TIERS`.
         LLMConfigurationError: no entry for the tier, or none has its secret.
     """
-    if tier not in TIERS:
-        raise ValueError(f"unknown tier {tier!r}; expected one of {', '.join(TIERS)}")
-    tier_map = getattr(instance, "tier_map", None) or {}
-    entries = tier_map.get(tier) or settings.LLM_DEFAULT_TIERS.get(tier) or []
+    entries = _tier_entries(tier, instance)
     routes: list[_Route] = []
     missing: list[str] = []
     for entry in entries:
@@ -279,7 +281,7 @@ async def _routes(tier: str, instance: Any | None) -> list[_Route]:
                 model=model,
                 api_base=entry.get("api_base") or None,
                 api_key=api_key,
-                base_model=model.startswith("text-completion-openai/"),
+                base_model=model.startswith(_BASE_MODEL_PREFIX),
             )
         )
     if routes:
@@ -313,6 +315,42 @@ async def _secret_value(instance: Any | None, name: str) -> str | None:
     # Thread-sensitive: the ORM call runs on the thread (and connection) of the request.
     value = await sync_to_async(sync_getter)(instance=instance, name=name)
     return str(value) if value else None
+
+
+def is_base_model(*, tier: str, instance: Any | None = None) -> bool:
+    """True when ``tier``'s first entry is a base model behind a completions endpoint
+    (the bundled local model): such a model gets no tools and no JSON schema, and the
+    pipeline skips model-based pre- and post-processing for it (DESIGN.md §6).
+    """
+    entries = _tier_entries(tier, instance)
+    return bool(entries) and str(entries[0].get("model", "")).startswith(_BASE_MODEL_PREFIX)
+
+
+async def context_tokens(*, tier: str, instance: Any | None = None) -> int:
+    """The input context, in tokens, of ``tier``'s first entry.
+
+    ``settings.LLM_LOCAL_CONTEXT_TOKENS`` for a base model behind a completions endpoint,
+    else LiteLLM's price map (``max_input_tokens``), else
+    ``settings.LLM_FALLBACK_CONTEXT_TOKENS`` for models it does not know.
+    """
+    entries = _tier_entries(tier, instance)
+    model = str(entries[0].get("model", "")) if entries else ""
+    if model.startswith(_BASE_MODEL_PREFIX):
+        return int(settings.LLM_LOCAL_CONTEXT_TOKENS)
+    lib = await _alitellm()
+    try:
+        info = lib.get_model_info(model)
+    except Exception:
+        info = {}
+    known = info.get("max_input_tokens") or info.get("max_tokens")
+    return int(known) if known else int(settings.LLM_FALLBACK_CONTEXT_TOKENS)
+
+
+def _tier_entries(tier: str, instance: Any | None) -> list[dict[str, Any]]:
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}; expected one of {', '.join(TIERS)}")
+    tier_map = getattr(instance, "tier_map", None) or {}
+    return list(tier_map.get(tier) or settings.LLM_DEFAULT_TIERS.get(tier) or [])
 
 
 # --- calls -----------------------------------------------------------------------------
@@ -803,6 +841,11 @@ class _CallLogWriter:
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._flush_requested = threading.Event()
+
+    def request_flush(self) -> None:
+        """Write what is queued now instead of waiting to gather more."""
+        self._flush_requested.set()
 
     def put(self, row: dict[str, Any]) -> None:
         if self._thread is None:
@@ -822,7 +865,8 @@ class _CallLogWriter:
             batch = [self._queue.get()]
             # Rows come in bursts (a turn makes several calls): gather them into one
             # INSERT instead of waking up, and taking the GIL, once per call.
-            time.sleep(self.GATHER_S)
+            self._flush_requested.wait(self.GATHER_S)
+            self._flush_requested.clear()
             while len(batch) < 500:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -933,6 +977,7 @@ async def aflush_call_log(timeout_s: float = 5.0) -> bool:
     """Wait until every queued AICall row is written; False if ``timeout_s`` passed."""
     deadline = time.monotonic() + timeout_s
     while _call_log.pending():
+        _call_log.request_flush()
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(0.005)
@@ -943,6 +988,7 @@ def flush_call_log(timeout_s: float = 5.0) -> bool:
     """Blocking twin of :func:`aflush_call_log` (for tests and shutdown)."""
     deadline = time.monotonic() + timeout_s
     while _call_log.pending():
+        _call_log.request_flush()
         if time.monotonic() > deadline:
             return False
         time.sleep(0.005)

@@ -167,6 +167,8 @@ LLM_RETRIES = env_int("LLM_RETRIES", default=2)
 LLM_RETRY_BACKOFF_S = env_float("LLM_RETRY_BACKOFF_S", default=0.5)
 # Longest answer asked of the local base model (its prompt gets the rest of the context).
 LLM_LOCAL_MAX_TOKENS = env_int("LLM_LOCAL_MAX_TOKENS", default=512)
+# Context assumed for a model LiteLLM's price map does not know.
+LLM_FALLBACK_CONTEXT_TOKENS = env_int("LLM_FALLBACK_CONTEXT_TOKENS", default=8192)
 LLM_EMBEDDING_MODEL = env_str("LLM_EMBEDDING_MODEL", "local/all-MiniLM-L6-v2")
 LLM_EMBEDDING_DIMENSIONS = env_int("LLM_EMBEDDING_DIMENSIONS", default=384)
 

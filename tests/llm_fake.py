@@ -300,7 +300,8 @@ class WireReply:
 def sse_body(events: list[dict[str, Any]], *, done: bool = True) -> bytes:
     """The SSE body for OpenAI-format chunk objects (``data: …`` lines, then ``[DONE]``)."""
     body = b"".join(
-        b"data: " + json.dumps(e, ensure_ascii=False).encode() + b"\n\n" for e in events
+        b"data: " + json.dumps(e, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+        for e in events
     )
     return body + (b"data: [DONE]\n\n" if done else b"")
 
@@ -319,10 +320,10 @@ def chat_chunk(
     if tool_calls is not None:
         delta["tool_calls"] = tool_calls
     chunk: dict[str, Any] = {
-        "id": "chatcmpl-test",
+        "id": "c",
         "object": "chat.completion.chunk",
         "created": 1,
-        "model": "wire-model",
+        "model": "m",
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
     }
     if usage is not None:

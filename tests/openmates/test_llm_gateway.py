@@ -527,3 +527,41 @@ def test_only_server_processes_warm_litellm_at_start(
     monkeypatch.setattr("sys.argv", argv)
 
     assert _serving() is serving
+
+
+def test_base_model_tiers_are_recognised(settings: Any) -> None:
+    settings.LLM_DEFAULT_TIERS = {
+        "fast": [{"model": "text-completion-openai/gemma-3-270m", "api_base": "http://x/v1"}],
+        "standard": [{"model": "openai/gpt-4o-mini", "secret": "OPENAI_KEY"}],
+    }
+
+    assert llm.is_base_model(tier="fast") is True
+    assert llm.is_base_model(tier="standard") is False
+    assert llm.is_base_model(tier="heavy") is False
+
+
+async def test_context_tokens_come_from_settings_or_the_price_map(settings: Any) -> None:
+    settings.LLM_LOCAL_CONTEXT_TOKENS = 8192
+    settings.LLM_FALLBACK_CONTEXT_TOKENS = 4096
+    settings.LLM_DEFAULT_TIERS = {
+        "fast": [{"model": "text-completion-openai/gemma-3-270m"}],
+        "standard": [{"model": "openai/gpt-4o-mini"}],
+        "heavy": [{"model": "scripted/unknown"}],
+    }
+
+    assert await llm.context_tokens(tier="fast") == 8192
+    assert (
+        await llm.context_tokens(tier="standard")
+        == litellm.model_cost["gpt-4o-mini"]["max_input_tokens"]
+    )
+    assert await llm.context_tokens(tier="heavy") == 4096
+
+
+def test_litellm_debug_output_is_off() -> None:
+    import logging
+
+    lib = llm._import_litellm()
+
+    assert lib.suppress_debug_info is True
+    assert lib.turn_off_message_logging is True
+    assert logging.getLogger("LiteLLM").getEffectiveLevel() >= logging.WARNING
