@@ -161,6 +161,8 @@ def forget_key(key_name: str, *, shared: bool = True) -> None:
     with _current_lock:
         for slot in [s for s in _current if s[1] == key_name]:
             del _current[slot]
+        for slot in [s for s in _secrets if s[1] == key_name]:
+            del _secrets[slot]
     vault.forget_data_keys(key_name)
     if not shared:
         return
@@ -168,6 +170,44 @@ def forget_key(key_name: str, *, shared: bool = True) -> None:
         cache.delete_many([_share_key(key_name, p) for p in PURPOSES])
     except _REDIS_ERRORS as exc:
         logger.warning("data key shares of %s not deleted (%s)", key_name, exc)
+
+
+# (Vault address, key name, purpose) -> (secret, expiry monotonic s)
+_secrets: dict[tuple[str, str, str], tuple[bytes, float]] = {}
+
+
+def purpose_secret(key_name: str, purpose: str) -> bytes:
+    """A stable 32-byte secret of (``key_name``, ``purpose``), e.g. the blind-index HMAC key.
+
+    Unlike data keys it never changes: it is Vault's HMAC (key version 1) of the label
+    ``om1|secret|<purpose>``, so it is the same in every process, survives rotations, and
+    is gone once the transit key is deleted. Held in memory for ``VAULT_DATA_KEY_TTL_S``;
+    cold costs one Vault call.
+
+    Raises:
+        ValueError: unknown purpose.
+        vault.VaultError: ``not_found`` after the key was deleted, transport reasons.
+    """
+    _check_purpose(purpose)
+    slot = (settings.VAULT_ADDR, key_name, purpose)
+    with _current_lock:
+        hit = _secrets.get(slot)
+    if hit is not None and hit[1] > time.monotonic():
+        return hit[0]
+    (secret,) = vault.hmac(key_name, [f"om1|secret|{purpose}".encode()], key_version=1)
+    with _current_lock:
+        _secrets[slot] = (secret, time.monotonic() + float(settings.VAULT_DATA_KEY_TTL_S))
+    return secret
+
+
+async def apurpose_secret(key_name: str, purpose: str) -> bytes:
+    """Async twin of :func:`purpose_secret`; stays on the event loop when warm."""
+    slot = (settings.VAULT_ADDR, key_name, purpose)
+    with _current_lock:
+        hit = _secrets.get(slot)
+    if hit is not None and hit[1] > time.monotonic():
+        return hit[0]
+    return await sync_to_async(purpose_secret, thread_sensitive=False)(key_name, purpose)
 
 
 # --- format ------------------------------------------------------------------------------------

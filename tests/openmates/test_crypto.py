@@ -184,3 +184,33 @@ async def test_async_twins_stay_off_vault_when_warm(transit_key: str) -> None:
     )
     assert reopened == b"more"
     assert vault.call_count() - before == 1
+
+
+def test_purpose_secret_is_stable_across_processes_and_rotations(
+    transit_key: str, other_transit_key: str
+) -> None:
+    first = crypto.purpose_secret(transit_key, "blind-index")
+    assert len(first) == 32
+    before = vault.call_count()
+    assert crypto.purpose_secret(transit_key, "blind-index") == first
+    assert vault.call_count() == before  # warm
+    vault.rotate_key(transit_key)
+    crypto.forget_key(transit_key)
+    assert crypto.purpose_secret(transit_key, "blind-index") == first
+    assert crypto.purpose_secret(transit_key, "memory") != first
+    assert crypto.purpose_secret(other_transit_key, "blind-index") != first
+
+
+def test_purpose_secret_is_gone_with_the_key(transit_key: str) -> None:
+    crypto.purpose_secret(transit_key, "blind-index")
+    vault.delete_key(transit_key)
+    crypto.forget_key(transit_key)
+    with pytest.raises(vault.VaultError) as caught:
+        crypto.purpose_secret(transit_key, "blind-index")
+    assert caught.value.reason == "not_found"
+
+
+async def test_async_purpose_secret_matches_the_sync_one(transit_key: str) -> None:
+    assert await crypto.apurpose_secret(transit_key, "blind-index") == crypto.purpose_secret(
+        transit_key, "blind-index"
+    )

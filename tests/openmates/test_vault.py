@@ -276,3 +276,12 @@ def test_sealed_server_is_reported_and_refuses_until_unsealed(
     assert caught.value.reason == "sealed"
     assert vault.decrypt(name, [ciphertext]) == [b"sealed away"]
     vault.delete_key(name)
+
+
+def test_hmac_batch_is_deterministic_and_one_vault_call(transit_key: str) -> None:
+    before = vault.call_count()
+    first = vault.hmac(transit_key, [b"alpha", b"beta"])
+    assert vault.call_count() - before == 1
+    assert [len(m) for m in first] == [32, 32]
+    assert first[0] != first[1]
+    assert vault.hmac(transit_key, [b"alpha"], key_version=1) == [first[0]]
