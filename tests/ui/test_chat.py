@@ -1,0 +1,145 @@
+"""The chat in the browser against the live app and its pipeline (model: ``ui_llm``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from accounts.models import SignupPolicy
+from chats.models import Chat, Message
+from instances.models import Instance
+from instances.services import instance_create
+from tests.factories import UserFactory
+from tests.ui.pages import new_user, unlock, watch
+from tests.ui.wire import Turn, UIModelServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def eventually(check: Callable[[], Any], timeout_s: float = 15.0) -> Any:
+    """Poll ``check`` until it returns something truthy (the server works concurrently)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def llm(ui_llm: UIModelServer) -> UIModelServer:
+    ui_llm.reset()
+    return ui_llm
+
+
+@pytest.fixture
+def instance(transactional_db: Any) -> Instance:
+    admin = UserFactory(username="admin")
+    created = instance_create(slug="home", name="Home", owner=admin)
+    SignupPolicy.objects.create(instance=created, open_signup=True)
+    return created
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("#composer-input", text)
+    page.press("#composer-input", "Enter")
+
+
+def last_answer(page: Any) -> Any:
+    return page.locator(".msg-assistant .msg-body").last
+
+
+def test_answer_streams_is_stored_encrypted_and_comes_back_after_reload(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(Turn(pieces=["The ", "answer ", "is ", "**42**", "."], gap_s=0.05))
+    page = ui_context.new_page()
+    watched = watch(page)
+    new_user(page, asgi_server, "ada")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    send(page, "What is the answer?")
+
+    page.wait_for_selector(".msg-user .msg-body:has-text('What is the answer?')")
+    page.wait_for_selector(".msg-assistant .msg-body strong:has-text('42')")
+    assert last_answer(page).inner_text().strip() == "The answer is 42."
+    stored = eventually(
+        lambda: (
+            Message.objects.filter(
+                chat__owner__username="ada", encrypted_content__isnull=False
+            ).count()
+            == 2
+        )
+    )
+    assert stored
+    for message in Message.objects.filter(chat__owner__username="ada"):
+        assert "answer" not in (message.encrypted_content or "")
+
+    page.reload()
+    unlock(page)
+    page.wait_for_selector(".chat-item")
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-user .msg-body:has-text('What is the answer?')")
+    assert last_answer(page).inner_text().strip() == "The answer is 42."
+    assert Chat.objects.filter(owner__username="ada").count() == 1
+    assert watched.csp_violations() == []
+
+
+def test_title_badges_and_a_follow_up_chip_that_sends(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.set_json(
+        title="Numbers and meaning",
+        icon="sparkles",
+        follow_ups=["Why 42?", "Who wrote that?"],
+        topic_changed=False,
+    )
+    llm.queue(Turn(pieces=["It ", "is ", "42."]), Turn(pieces=["Douglas ", "Adams."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "bea")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    send(page, "What is the answer?")
+
+    page.wait_for_selector("#chat-title:has-text('Numbers and meaning')")
+    page.wait_for_selector(".chat-item-open:has-text('Numbers and meaning')")
+    page.wait_for_selector(".msg-assistant .badge-model")
+    chip = page.locator(".follow-up", has_text="Who wrote that?")
+    chip.wait_for()
+    chip.click()
+
+    page.wait_for_selector(".msg-user .msg-body:has-text('Who wrote that?')")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Douglas Adams.')")
+    assert page.locator(".msg-user").count() == 2
+    second_main_call = [r for r in llm.requests if r.get("stream")][1]
+    sent = str(second_main_call["messages"])
+    assert "It is 42." in sent
+    assert "Who wrote that?" in sent
+
+
+def test_escape_stops_the_answer_mid_stream(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(Turn(pieces=[f"word{i} " for i in range(300)], gap_s=0.05))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "cat")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    send(page, "Count for me")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('word5')")
+    page.wait_for_selector("#stop:not([hidden])")
+    page.keyboard.press("Escape")
+
+    page.wait_for_selector(".msg-assistant .msg-status-cancelled")
+    page.wait_for_selector("#send:not([hidden])")
+    text = last_answer(page).inner_text()
+    assert "word299" not in text
+    assert eventually(
+        lambda: Message.objects.filter(
+            chat__owner__username="cat", role="assistant", status="cancelled"
+        ).exists()
+    )
+    page.wait_for_selector(".msg-assistant .retry")
