@@ -566,6 +566,7 @@ class _StreamAttempt:
         except Exception as exc:
             error = exc
             self.outcome = _stream_failure(exc, lib)
+            await _close_quietly(response)
         except BaseException as exc:  # cancelled, or the consumer stopped iterating
             _log_attempt(self.context, self.route, "stream", started, None, "cancelled", exc)
             await _close_quietly(response)
@@ -686,11 +687,13 @@ async def embed(texts: list[str], *, instance: Any | None = None) -> list[list[f
             usage = Usage(0, 0)
         else:
             vectors, usage = await _remote_embed(route, texts, context.timeout_s)
+    except LLMError as exc:
+        _log_attempt(context, route, "embedding", started, None, exc.code, exc)
+        raise
     except Exception as exc:
         lib = _litellm
-        failure = exc if isinstance(exc, LLMError) or lib is None else _failure(exc, lib)
-        code = failure.code if isinstance(failure, LLMError) else "provider_error"
-        _log_attempt(context, route, "embedding", started, None, code, exc)
+        failure = _failure(exc, lib) if lib is not None else LLMError("provider_error", str(exc))
+        _log_attempt(context, route, "embedding", started, None, failure.code, exc)
         raise failure from exc
     _log_attempt(context, route, "embedding", started, usage, None, None)
     if any(len(vector) != dimensions for vector in vectors):

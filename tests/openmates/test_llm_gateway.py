@@ -565,3 +565,13 @@ def test_litellm_debug_output_is_off() -> None:
     assert lib.suppress_debug_info is True
     assert lib.turn_off_message_logging is True
     assert logging.getLogger("LiteLLM").getEffectiveLevel() >= logging.WARNING
+
+
+async def test_embedding_provider_error_is_an_llm_error(llm_script: Any, settings: Any) -> None:
+    settings.LLM_EMBEDDING_MODEL = "scripted/embedder"
+    llm_script.reply(model="embedder", error=429)
+
+    with pytest.raises(llm.LLMError) as info:
+        await llm.embed(["a"])
+
+    assert (info.value.code, info.value.retryable) == ("rate_limited", True)
