@@ -244,6 +244,20 @@ def _app() -> hvac.Client:
     return _client(_addr(), _app_token(), _timeout())
 
 
+def _app_call(what: str, op: Callable[[hvac.Client], T]) -> T:
+    """Run ``op`` with the app client; an AppRole token the server no longer accepts
+    (expired, revoked) is replaced by a fresh login and ``op`` retried once."""
+    try:
+        return _call(what, lambda: op(_app()))
+    except VaultError as exc:
+        approle = not settings.VAULT_TOKEN and bool(settings.VAULT_ROLE_ID)
+        if exc.reason != "permission_denied" or not approle:
+            raise
+        with _approle_lock:
+            _approle_token.clear()
+        return _call(what, lambda: op(_app()))
+
+
 def _admin() -> hvac.Client:
     token: str = settings.VAULT_ADMIN_TOKEN
     if not token:
@@ -310,12 +324,11 @@ def _transit_batch(
     what: str,
     path: str,
     items: list[dict[str, str]],
-    client: hvac.Client,
     extra: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     payload = {"batch_input": items, **(extra or {})}
 
-    def post() -> Any:
+    def post(client: hvac.Client) -> Any:
         # Vault answers 400 with per-item errors when an item of a batch fails.
         response = client.adapter.post(path, json=payload, raise_exception=False)
         if isinstance(response, dict):
@@ -331,7 +344,7 @@ def _transit_batch(
         )
         return body
 
-    return _batch_results(_json(_call(what, post), what), what, len(items))
+    return _batch_results(_json(_app_call(what, post), what), what, len(items))
 
 
 def encrypt(key_name: str, plaintexts: list[bytes], *, context: bytes | None = None) -> list[str]:
@@ -349,7 +362,7 @@ def encrypt(key_name: str, plaintexts: list[bytes], *, context: bytes | None = N
     ctx = _b64(context or DEFAULT_CONTEXT)
     items = [{"plaintext": _b64(p), "context": ctx} for p in plaintexts]
     path = f"/v1/{_mount()}/encrypt/{key_name}"
-    results = _transit_batch(f"encrypt with {key_name}", path, items, _app())
+    results = _transit_batch(f"encrypt with {key_name}", path, items)
     return [str(r["ciphertext"]) for r in results]
 
 
@@ -366,7 +379,7 @@ def decrypt(key_name: str, ciphertexts: list[str], *, context: bytes | None = No
     ctx = _b64(context or DEFAULT_CONTEXT)
     items = [{"ciphertext": c, "context": ctx} for c in ciphertexts]
     path = f"/v1/{_mount()}/decrypt/{key_name}"
-    results = _transit_batch(f"decrypt with {key_name}", path, items, _app())
+    results = _transit_batch(f"decrypt with {key_name}", path, items)
     return [_unb64(str(r.get("plaintext") or "")) for r in results]
 
 
@@ -381,7 +394,7 @@ def rewrap(key_name: str, ciphertexts: list[str], *, context: bytes | None = Non
     ctx = _b64(context or DEFAULT_CONTEXT)
     items = [{"ciphertext": c, "context": ctx} for c in ciphertexts]
     path = f"/v1/{_mount()}/rewrap/{key_name}"
-    results = _transit_batch(f"rewrap with {key_name}", path, items, _app())
+    results = _transit_batch(f"rewrap with {key_name}", path, items)
     return [str(r["ciphertext"]) for r in results]
 
 
@@ -399,7 +412,7 @@ def hmac(key_name: str, inputs: list[bytes], *, key_version: int | None = None) 
     items = [{"input": _b64(i)} for i in inputs]
     extra = {"key_version": key_version} if key_version is not None else None
     path = f"/v1/{_mount()}/hmac/{key_name}/sha2-256"
-    results = _transit_batch(f"hmac with {key_name}", path, items, _app(), extra)
+    results = _transit_batch(f"hmac with {key_name}", path, items, extra)
     return [_unb64(str(r["hmac"]).rsplit(":", 1)[-1]) for r in results]
 
 
@@ -460,12 +473,11 @@ def generate_data_key(key_name: str, *, context: bytes) -> tuple[bytes, str]:
     Raises:
         VaultError: ``not_found`` when the key does not exist, and the transport reasons.
     """
-    client = _app()
     what = f"data key from {key_name}"
     answer = _json(
-        _call(
+        _app_call(
             what,
-            lambda: client.adapter.post(
+            lambda client: client.adapter.post(
                 f"/v1/{_mount()}/datakey/plaintext/{key_name}",
                 json={"context": _b64(context), "bits": 256},
             ),
@@ -777,6 +789,7 @@ path "{mount}/rewrap/*" {{ capabilities = ["update"] }}
 path "{mount}/hmac/*" {{ capabilities = ["update"] }}
 path "auth/token/lookup-self" {{ capabilities = ["read"] }}
 path "auth/token/renew-self" {{ capabilities = ["update"] }}
+path "auth/token/revoke-self" {{ capabilities = ["update"] }}
 """
 
 
@@ -797,17 +810,26 @@ path "sys/storage/raft/snapshot" {{ capabilities = ["read", "sudo"] }}
 path "sys/storage/raft/snapshot" {{ capabilities = ["read"] }}
 path "auth/token/lookup-self" {{ capabilities = ["read"] }}
 path "auth/token/renew-self" {{ capabilities = ["update"] }}
+path "auth/token/revoke-self" {{ capabilities = ["update"] }}
 """
 
 
 def bootstrap(
-    addr: str, root_token: str, *, mount: str = "transit", timeout_s: float = 30.0
+    addr: str,
+    root_token: str,
+    *,
+    mount: str = "transit",
+    token_period: str = TOKEN_PERIOD,
+    timeout_s: float = 30.0,
 ) -> dict[str, str]:
     """Prepare a server for OpenMates with a root token; idempotent.
 
     Enables transit at ``mount`` and AppRole auth, writes the app and admin policies, a
     token role and an AppRole role for the app, and creates two orphan periodic tokens
-    (they survive the root token's revocation and are renewable indefinitely).
+    (they survive the root token's revocation and are renewable indefinitely; each
+    renewal grants ``token_period`` again). A ``token_period`` longer than the server's
+    token max TTL raises that max TTL to match (the embedded runner uses a long period so
+    a stopped installation's tokens do not expire while it is off).
 
     Returns ``{"VAULT_TOKEN": app token, "VAULT_ADMIN_TOKEN": admin token}``.
 
@@ -825,6 +847,11 @@ def bootstrap(
     auths = _json(_call("list auth", lambda: api.get("/v1/sys/auth")), "list auth")
     if "approle/" not in (auths.get("data") or auths):
         _call("enable approle", lambda: api.post("/v1/sys/auth/approle", json={"type": "approle"}))
+    if token_period != TOKEN_PERIOD:
+        _call(
+            "tune token max TTL",
+            lambda: api.post("/v1/sys/auth/token/tune", json={"max_lease_ttl": token_period}),
+        )
     policies = {APP_POLICY: _app_policy(mount), ADMIN_POLICY: _admin_policy(mount)}
     _call(
         "write policies",
@@ -840,7 +867,7 @@ def bootstrap(
             json={
                 "allowed_policies": [APP_POLICY],
                 "orphan": True,
-                "token_period": TOKEN_PERIOD,
+                "token_period": token_period,
                 "renewable": True,
                 "token_no_default_policy": True,
             },
@@ -877,7 +904,7 @@ def bootstrap(
                 json={
                     "policies": [ADMIN_POLICY],
                     "no_default_policy": True,
-                    "period": TOKEN_PERIOD,
+                    "period": token_period,
                     "renewable": True,
                     "display_name": "openmates-admin",
                 },

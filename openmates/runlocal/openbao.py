@@ -31,6 +31,10 @@ from openmates import vault
 from openmates.runlocal.process import ServiceError, free_port, port_in_use, wait_until
 
 Mode = Literal["dev", "raft"]
+# The raft server's tokens are renewed at every start; with this period an installation
+# left switched off for up to ten years still finds them valid. The unseal key lies next
+# to them anyway, so a shorter period would buy no protection, only a locked-out install.
+RAFT_TOKEN_PERIOD = "87600h"  # noqa: S105 (a duration, not a secret)
 
 
 def _bao_binary() -> Path:
@@ -315,7 +319,7 @@ log_level = "warn"
                 "was revoked; generate a new root token with the unseal key "
                 "(`bao operator generate-root`) and call configure() again"
             )
-        tokens = vault.bootstrap(addr, root, mount=mount)
+        tokens = vault.bootstrap(addr, root, mount=mount, token_period=RAFT_TOKEN_PERIOD)
         _write_private(self.tokens_file, tokens)
         vault.token_revoke_self(addr, root)
         _write_private(self.init_file, {"unseal_key": init["unseal_key"]})

@@ -204,6 +204,19 @@ def test_approle_login_replaces_the_token(transit_key: str) -> None:
         assert vault.renew_token() > 0
 
 
+def test_revoked_approle_token_is_replaced_by_a_fresh_login(transit_key: str) -> None:
+    credentials = vault.approle_credentials(settings.VAULT_ADDR, settings.VAULT_ADMIN_TOKEN)
+    with override_settings(
+        VAULT_TOKEN="",
+        VAULT_ROLE_ID=credentials["VAULT_ROLE_ID"],
+        VAULT_SECRET_ID=credentials["VAULT_SECRET_ID"],
+    ):
+        (ciphertext,) = vault.encrypt(transit_key, [b"first login"])
+        # Revoke the token the process logged in with (as an expiry would).
+        vault.token_revoke_self(settings.VAULT_ADDR, vault._app_token())
+        assert vault.decrypt(transit_key, [ciphertext]) == [b"first login"]
+
+
 def test_approle_login_with_a_wrong_secret_is_refused() -> None:
     credentials = vault.approle_credentials(settings.VAULT_ADDR, settings.VAULT_ADMIN_TOKEN)
     with (
@@ -230,6 +243,9 @@ def test_raft_server_revokes_its_root_token_and_keeps_secrets_private(
         assert mode == 0o600, name
     assert set(raft_settings) == {"VAULT_ADDR", "VAULT_TOKEN", "VAULT_ADMIN_TOKEN"}
     assert vault.health() == {"status": "up", "reason": None}
+    # Long-period tokens: a stopped installation does not find them expired.
+    assert vault.renew_token() > 365 * 24 * 3600
+    assert vault.renew_token(admin=True) > 365 * 24 * 3600
 
 
 def test_raft_restart_and_unseal_keep_data_decryptable(
