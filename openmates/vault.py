@@ -6,9 +6,11 @@ Two tokens, two privileges (CRYPTO.md §4):
 
 * the **app token** (``settings.VAULT_TOKEN``, or an AppRole login with
   ``settings.VAULT_ROLE_ID``/``VAULT_SECRET_ID``) may only encrypt, decrypt, create data
-  keys and rewrap, plus look itself up and renew itself;
+  keys, rewrap and HMAC (the stable per-purpose secrets of ``openmates.crypto``), plus
+  look itself up, renew and revoke itself. It cannot create keys, so a transit key must
+  exist (``ensure_key`` with the admin token) before the app uses it;
 * the **admin token** (``settings.VAULT_ADMIN_TOKEN``) creates, rotates, configures and
-  deletes transit keys.
+  deletes transit keys, mints app credentials, seals the server and takes raft snapshots.
 
 Every call is bounded by ``settings.VAULT_TIMEOUT_S`` and every failure is one
 :class:`VaultError` whose ``reason`` names what went wrong. Plaintext data keys are kept
