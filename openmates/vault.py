@@ -27,6 +27,7 @@ settings are loaded.
 from __future__ import annotations
 
 import base64
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +51,7 @@ DEFAULT_CONTEXT = b"om1|default"
 _REASONS = ("unreachable", "sealed", "timeout", "permission_denied", "not_found", "invalid_request")
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 class VaultError(Exception):
@@ -242,8 +244,33 @@ def _app_token() -> str:
     )
 
 
+# Periodic tokens die unless renewed: a long-running process renews the static tokens it
+# uses every RENEW_EVERY_S, counted from the first time it used each one (the runner
+# renews them at start, so the first use needs no extra call).
+RENEW_EVERY_S = 12 * 3600
+_renewed_at: dict[tuple[str, str], float] = {}
+_renew_lock = threading.Lock()
+
+
+def _keep_renewed(addr: str, token: str) -> None:
+    now = time.monotonic()
+    with _renew_lock:
+        last = _renewed_at.setdefault((addr, token), now)
+        if now - last < RENEW_EVERY_S:
+            return
+        _renewed_at[(addr, token)] = now
+    try:
+        token_renew(addr, token, timeout_s=_timeout())
+    except VaultError as exc:
+        # The call that follows reports a dead token; a failed renewal alone is no error.
+        logger.warning("Vault token renewal failed: %s", exc.reason)
+
+
 def _app() -> hvac.Client:
-    return _client(_addr(), _app_token(), _timeout())
+    addr, token = _addr(), _app_token()
+    if settings.VAULT_TOKEN:
+        _keep_renewed(addr, token)
+    return _client(addr, token, _timeout())
 
 
 def _app_call(what: str, op: Callable[[hvac.Client], T]) -> T:
@@ -264,6 +291,7 @@ def _admin() -> hvac.Client:
     token: str = settings.VAULT_ADMIN_TOKEN
     if not token:
         raise VaultError("permission_denied", "VAULT_ADMIN_TOKEN is not configured")
+    _keep_renewed(_addr(), token)
     return _client(_addr(), token, _timeout())
 
 

@@ -191,6 +191,16 @@ def test_app_token_renews_itself() -> None:
     assert vault.renew_token(admin=True) > 3600
 
 
+def test_a_long_running_process_renews_its_tokens(transit_key: str) -> None:
+    vault.encrypt(transit_key, [b"first use"])
+    key = (settings.VAULT_ADDR, settings.VAULT_TOKEN)
+    vault._renewed_at[key] -= vault.RENEW_EVERY_S + 1  # half a day later
+    before = vault.call_count()
+    vault.encrypt(transit_key, [b"after half a day"])
+    vault.encrypt(transit_key, [b"and right after"])
+    assert vault.call_count() - before == 3  # one renewal, two encrypts
+
+
 def test_approle_login_replaces_the_token(transit_key: str) -> None:
     credentials = vault.approle_credentials(settings.VAULT_ADDR, settings.VAULT_ADMIN_TOKEN)
     with override_settings(
