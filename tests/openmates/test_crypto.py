@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from django.core.cache import cache
 from django.test import override_settings
@@ -214,3 +219,27 @@ async def test_async_purpose_secret_matches_the_sync_one(transit_key: str) -> No
     assert await crypto.apurpose_secret(transit_key, "blind-index") == crypto.purpose_secret(
         transit_key, "blind-index"
     )
+
+
+def test_another_process_uses_the_same_data_key(transit_key: str) -> None:
+    _, wrapped = crypto.current_data_key(transit_key, "server-managed")
+    script = (
+        "import django, sys\n"
+        "django.setup()\n"
+        "from openmates import crypto, vault\n"
+        f"plain, wrapped = crypto.current_data_key({transit_key!r}, 'server-managed')\n"
+        "sys.stdout.write(f'{wrapped} {vault.call_count()}')\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "openmates.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    their_wrapped, their_calls = result.stdout.split()
+    assert their_wrapped == wrapped
+    assert their_calls == "1"  # unwrapped the shared key; made none of its own
