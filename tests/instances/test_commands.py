@@ -66,3 +66,12 @@ def test_sync_tools_reports_counts(db, capsys):
 
     assert "tools: 1 created, 0 updated, 0 no longer registered" in capsys.readouterr().out
     assert Tool.objects.get(name="unit_convert").required_secrets == []
+
+
+def test_migrate_left_the_tool_rows_in_sync(db):
+    # post_migrate ran tools_sync when the test database was built (or re-flushed).
+    rows = dict(Tool.objects.values_list("name", "required_secrets"))
+
+    assert rows["calculator"] == []
+    assert rows["web_search"] == ["TAVILY_API_KEY"]
+    assert rows["weather"] == ["OPENWEATHERMAP_API_KEY"]

@@ -1,0 +1,115 @@
+"""The admin shows an instance only to its owners and admins; secrets stay write-only."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from instances.models import ChannelConfig
+from instances.services import channel_config_set, instance_member_set, instance_secret_set
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+SECRET_VALUE = "sk-admin-page-must-not-show-this"
+
+
+def _staff(**kwargs):
+    return UserFactory(is_staff=True, **kwargs)
+
+
+def _changelist(client):
+    return client.get(reverse("admin:instances_instance_changelist"))
+
+
+def _change(client, instance):
+    return client.get(reverse("admin:instances_instance_change", args=[instance.pk]))
+
+
+def test_owner_sees_only_their_instance(client, instance, other_instance, owner):
+    owner.is_staff = True
+    owner.save()
+    client.force_login(owner)
+
+    listing = _changelist(client)
+
+    assert listing.status_code == 200
+    assert list(listing.context["cl"].result_list) == [instance]
+    assert _change(client, instance).status_code == 200
+    assert _change(client, other_instance).status_code == 302  # "doesn't exist" redirect
+
+
+def test_instance_admin_role_can_edit(client, instance):
+    admin_user = _staff()
+    instance_member_set(instance=instance, user=admin_user, role="admin")
+    client.force_login(admin_user)
+
+    page = _change(client, instance)
+
+    assert page.status_code == 200
+    assert "prompt_sections-0-content" in page.content.decode()
+
+
+def test_plain_member_cannot_see_the_instance(client, instance):
+    member = _staff()
+    instance_member_set(instance=instance, user=member, role="member")
+    client.force_login(member)
+
+    assert _changelist(client).status_code == 403
+    assert _change(client, instance).status_code in (302, 403)
+    index = client.get(reverse("admin:index")).content.decode()
+    assert "instances/instance" not in index
+
+
+def test_user_of_another_instance_cannot_see_it(client, instance, other_instance, stranger):
+    stranger.is_staff = True
+    stranger.save()
+    client.force_login(stranger)
+
+    listing = _changelist(client)
+
+    assert list(listing.context["cl"].result_list) == [other_instance]
+    assert "demo" not in [i.slug for i in listing.context["cl"].result_list]
+    assert _change(client, instance).status_code == 302
+
+
+def test_superuser_sees_every_instance(client, instance, other_instance):
+    client.force_login(_staff(is_superuser=True))
+
+    listing = _changelist(client)
+
+    assert set(listing.context["cl"].result_list) == {instance, other_instance}
+
+
+def test_secret_and_channel_credentials_are_masked_in_the_page(client, instance, owner):
+    instance_secret_set(instance=instance, name="TAVILY_API_KEY", value=SECRET_VALUE)
+    channel_config_set(
+        instance=instance, kind="telegram", credentials={"bot_token": "tg-admin-secret"}
+    )
+    owner.is_staff = True
+    owner.save()
+    client.force_login(owner)
+
+    html = _change(client, instance).content.decode()
+
+    assert SECRET_VALUE not in html
+    assert "tg-admin-secret" not in html
+    assert re.search(r"set on \d{4}-\d{2}-\d{2}", html)
+    assert 'name="secrets-0-value"' in html
+    assert "missing secret: OPENWEATHERMAP_API_KEY" in html  # computed tools, read-only
+    assert ChannelConfig.objects.get(instance=instance).credentials_sealed is not None
+
+
+def test_computed_tools_and_catalog_are_read_only_for_instance_admins(client, instance, owner):
+    owner.is_staff = True
+    owner.save()
+    client.force_login(owner)
+
+    tools = client.get(reverse("admin:skills_tool_changelist"))
+    skill_add = client.get(reverse("admin:skills_skill_add"))
+
+    assert tools.status_code == 200
+    assert "calculator" in tools.content.decode()
+    assert skill_add.status_code == 403
