@@ -68,6 +68,7 @@ def asgi_server(
     env["DJANGO_SETTINGS_MODULE"] = "openmates.settings"
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env["OPENAI_API_KEY"] = "sk-ui-test"
+    env["SKILLS_WEB_SEARCH_API_BASE"] = ui_llm.origin
     for tier in ("FAST", "STANDARD", "HEAVY"):
         env[f"LLM_{tier}_MODEL"] = "openai/wire-model"
         env[f"LLM_{tier}_API_BASE"] = ui_llm.api_base

@@ -5,7 +5,8 @@ Streaming requests (the main answer) take the next queued :class:`Turn` — text
 sent ``gap_s`` apart, optionally preceded by a tool call — or a short default answer.
 Non-streaming requests with a JSON schema (titles, follow-ups, safety scores) get an
 object that fills the schema: strings, lists of strings, numbers; ``json_values`` sets
-chosen properties (e.g. ``{"follow_ups": [...]}``).
+chosen properties (e.g. ``{"follow_ups": [...]}``). ``POST /search`` plays a slow web
+search API (``search_delay_s``), so a tool call stays running long enough to cancel.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class _State:
     turns: list[Turn] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     json_values: dict[str, Any] = field(default_factory=dict)
+    search_delay_s: float = 0.0
 
 
 def _fill(schema: dict[str, Any], values: dict[str, Any], name: str = "") -> Any:
@@ -90,6 +92,9 @@ class UIModelServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.endswith("/search"):
+                    self._search(body)
+                    return
                 with owner.lock:
                     owner.state.requests.append(body)
                 schema = _schema_of(body)
@@ -107,6 +112,14 @@ class UIModelServer:
                     else "".join(DEFAULT_ANSWER)
                 )
                 self._whole(200, _completion(text))
+
+            def _search(self, body: dict[str, Any]) -> None:
+                time.sleep(owner.state.search_delay_s)
+                result = {"title": "OpenMates", "url": "https://example.org", "content": "news"}
+                try:
+                    self._whole(200, {"query": body.get("query"), "results": [result]})
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the tool call was cancelled
 
             def _whole(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -163,6 +176,10 @@ class UIModelServer:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def start(self) -> UIModelServer:
         self._thread.start()
         return self
@@ -178,6 +195,10 @@ class UIModelServer:
     def queue(self, *turns: Turn) -> None:
         with self.lock:
             self.state.turns.extend(turns)
+
+    def set_search_delay(self, seconds: float) -> None:
+        with self.lock:
+            self.state.search_delay_s = seconds
 
     def set_json(self, **values: Any) -> None:
         with self.lock:

@@ -59,7 +59,8 @@ export class ChatList {
   }
 
   row(chat, index) {
-    const title = chat.title ?? "…";
+    // undefined: not decrypted yet; null: the chat has no title (yet).
+    const title = chat.title === undefined ? "…" : chat.title || "New chat";
     const open = this.editingId === chat.chat_id
       ? this.renameInput(chat)
       : el("button", {

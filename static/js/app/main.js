@@ -62,7 +62,7 @@ function refreshList() {
 
 function setHeader() {
   const chat = state.currentChatId ? state.chats.get(state.currentChatId) : null;
-  $("chat-title").textContent = chat ? chat.title || "Untitled chat" : "New chat";
+  $("chat-title").textContent = chat && chat.title ? chat.title : "New chat";
   $("chat-icon").textContent = chat && chat.icon ? chat.icon : "";
   document.title = chat && chat.title ? `${chat.title} · OpenMates` : "OpenMates";
   const picker = $("instance-picker");
