@@ -14,9 +14,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 _PR_SET_PDEATHSIG = 1
 
@@ -28,14 +28,26 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def _die_with_parent_niced(increment: int) -> Callable[[], None]:
+    def prepare() -> None:
+        _die_with_parent()
+        os.nice(increment)
+
+    return prepare
+
+
 def start_child(
     args: Sequence[str],
     *,
     log_file: Path | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    nice: int = 0,
 ) -> subprocess.Popen[bytes]:
     """Start ``args`` in a new process group; output goes to ``log_file`` (appended) or ours.
+
+    ``nice`` lowers the child's CPU priority (a background loader must not slow the web
+    server's start on a two-core machine).
 
     The caller must be the thread that stays alive as long as the child should (the
     kernel's parent-death signal follows the thread that forked, not the process).
@@ -53,14 +65,14 @@ def start_child(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_die_with_parent_niced(nice) if nice else _die_with_parent,
         )
     finally:
         if stdout is not None:
             stdout.close()
 
 
-def stop_child(process: subprocess.Popen[bytes] | None, *, timeout_s: float = 10) -> None:
+def stop_child(process: subprocess.Popen[Any] | None, *, timeout_s: float = 10) -> None:
     """Send SIGTERM, wait up to ``timeout_s`` seconds, then SIGKILL; no-op when gone."""
     if process is None or process.poll() is not None:
         return

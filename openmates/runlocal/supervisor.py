@@ -15,6 +15,7 @@ the signal before its turn to stop.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import fcntl
 import json
@@ -55,8 +56,53 @@ class Stop(BaseException):  # a control-flow signal, hence not an *Error
 
 
 def say(message: str) -> None:
-    """Print one progress line at once (the terminal shows each step as it happens)."""
-    print(message, flush=True)
+    """Print one progress line at once (the terminal shows each step as it happens).
+
+    A closed terminal (broken pipe) must not cut the shutdown short: the line is dropped.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        print(message, flush=True)
+
+
+def stray_processes(markers: list[str]) -> list[int]:
+    """Pids of our own processes whose command line has one of ``markers`` as an argument.
+
+    Used under the data-directory lock: a server that names this directory's files and
+    is not ours now was left behind by an earlier run that was killed.
+    """
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if entry.stat().st_uid != os.getuid():
+                continue
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(marker.encode() in arguments for marker in markers):
+            found.append(int(entry.name))
+    return found
+
+
+def stop_strays(directory: Path) -> None:
+    """Stop an OpenBao or local model server an earlier, killed run left on ``directory``."""
+    from openmates.runlocal.llama import GGUF_FILE
+
+    markers = [
+        f"-config={directory / 'openbao' / 'openbao.hcl'}",
+        str(directory / "models" / GGUF_FILE),
+    ]
+    for pid in stray_processes(markers):
+        say(f"    stopping a server left running by an earlier run (pid {pid})")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and pid in stray_processes(markers):
+            time.sleep(0.05)
+        if pid in stray_processes(markers):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def write_private(path: Path, text: str) -> None:
@@ -148,9 +194,10 @@ class Runner:
             with data_dir_lock(self.directory):
                 try:
                     self.check_ports()
+                    if sys.platform.startswith("linux"):
+                        stop_strays(self.directory)
                     self.start_services()
-                    self.prepare_database()
-                    self.serve()
+                    self.prepare_and_serve()
                     code = self.watch()
                 except Stop:
                     say("\n==> stopping (signal received)")
@@ -188,69 +235,92 @@ class Runner:
     # -- services --------------------------------------------------------------------------
 
     def start_services(self) -> None:
-        """Start PostgreSQL, Redis, OpenBao and the local model, then write services.json."""
+        """Start PostgreSQL, Redis and OpenBao (in parallel), the local model, then record them.
+
+        Raises:
+            ServiceError: a service did not start (the others are stopped by ``run``).
+        """
         self.recorded["SECRET_KEY"] = os.environ.get("SECRET_KEY") or secret_key(self.directory)
-        if not os.environ.get("DATABASE_URL"):
-            self.start_postgres()
-        else:
-            say("==> PostgreSQL: using DATABASE_URL")
-        if not os.environ.get("REDIS_URL"):
-            self.start_redis()
-        else:
-            say("==> Redis: using REDIS_URL")
-        if not os.environ.get("VAULT_ADDR"):
-            self.start_openbao()
-        else:
-            say("==> Vault: using VAULT_ADDR")
+        starters: dict[str, Callable[[], dict[str, str]]] = {}
+        for variable, name, prepare in (
+            ("DATABASE_URL", "PostgreSQL (pgvector)", self.prepare_postgres),
+            ("REDIS_URL", "Redis", self.prepare_redis),
+            ("VAULT_ADDR", "OpenBao", self.prepare_openbao),
+        ):
+            if os.environ.get(variable):
+                say(f"==> {name}: using {variable}")
+            else:
+                starters[name] = prepare()
+        self._start_in_parallel(starters)
         if os.environ.get("LLM_LOCAL_API_BASE"):
             say("==> Local model: using LLM_LOCAL_API_BASE")
         elif self.with_model:
             self.launch_model()
         self.record()
 
-    def start_postgres(self) -> None:
-        """Start the embedded PostgreSQL with pgvector (initialised on first use)."""
+    def _start_in_parallel(self, starters: dict[str, Callable[[], dict[str, str]]]) -> None:
+        # The three servers do not depend on each other; on two cores starting them
+        # together saves most of a second. Each is started by its own thread, but none of
+        # them is tied to that thread (they are daemons or plain children of this process).
+        started = time.monotonic()
+        failures: list[str] = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            futures = {pool.submit(start): name for name, start in starters.items()}
+            for future in concurrent.futures.as_completed(futures):
+                name = futures[future]
+                try:
+                    self.recorded.update(future.result())
+                except Exception as exc:  # e.g. VaultError: reported; then everything stops
+                    failures.append(f"{name}: {exc}")
+                else:
+                    say(f"    {name} ready ({time.monotonic() - started:.1f} s)")
+        if failures:
+            raise ServiceError("\n".join(failures))
+
+    def prepare_postgres(self) -> Callable[[], dict[str, str]]:
+        """Announce the embedded PostgreSQL and return its starter (initdb on first use)."""
         from openmates.runlocal.postgres import EmbeddedPostgres
 
         postgres = EmbeddedPostgres(self.directory / "postgres")
         first = not postgres.initialised()
-        started = self._step(
+        self._step(
             "PostgreSQL (pgvector): "
             + (f"initialising a new cluster in {postgres.directory}" if first else "starting")
         )
-        # Registered first: a signal during start-up must still stop what has started.
+        # Registered before it starts: a signal during start-up must still stop it.
         self.stops.append(("PostgreSQL", postgres.stop))
-        self.recorded["DATABASE_URL"] = postgres.start()
-        self._done(started)
+        return lambda: {"DATABASE_URL": postgres.start()}
 
-    def start_redis(self) -> None:
-        """Start the embedded Redis (append-only file in var/redis)."""
+    def prepare_redis(self) -> Callable[[], dict[str, str]]:
+        """Announce the embedded Redis (append-only file) and return its starter."""
         from openmates.runlocal.redis import EmbeddedRedis
 
-        started = self._step("Redis: starting")
+        self._step("Redis: starting")
         self.redis = EmbeddedRedis(self.directory / "redis", persistent=True)
         self.stops.append(("Redis", self.redis.stop))
-        self.recorded["REDIS_URL"] = self.redis.start()
-        self._done(started)
+        return lambda: {"REDIS_URL": self.redis.start()}
 
-    def start_openbao(self) -> None:
-        """Start OpenBao on raft storage; initialise, unseal and configure it on first use."""
+    def prepare_openbao(self) -> Callable[[], dict[str, str]]:
+        """Announce OpenBao (raft) and return its starter: start, unseal, configure."""
         from openmates.runlocal.openbao import EmbeddedOpenBao
 
         bao = EmbeddedOpenBao(self.directory / "openbao", mode="raft")
-        first = not bao.initialised()
-        started = self._step(
+        self._step(
             "OpenBao: "
             + (
-                "first start — initialising raft storage, unsealing, creating keys and tokens"
-                if first
-                else "starting and unsealing"
+                "starting and unsealing"
+                if bao.initialised()
+                else "first start: initialising raft storage, unsealing, creating keys and "
+                "tokens, revoking the root token"
             )
         )
         self.stops.append(("OpenBao", bao.stop))
-        bao.start()
-        self.recorded.update(bao.configure())
-        self._done(started)
+
+        def start() -> dict[str, str]:
+            bao.start()
+            return bao.configure()
+
+        return start
 
     def launch_model(self) -> None:
         """Start the local model server in the background (the web server does not wait)."""
@@ -299,38 +369,54 @@ class Runner:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
-    def manage(self, *args: str, capture: bool = False) -> str:
-        """Run ``manage.py <args>`` to completion.
+    def prepare_and_serve(self) -> None:
+        """Migrate and set up the demo (one ``manage.py`` child) while Daphne starts.
+
+        Daphne imports the project in parallel with the migration (two cores, two
+        processes); the banner is printed once both are done.
 
         Raises:
-            ServiceError: the command failed (its output is in the message when captured).
+            ServiceError: the migration or the demo set-up failed, or Daphne did not start.
         """
-        result = subprocess.run(
-            [sys.executable, str(BASE_DIR / "manage.py"), *args],
+        started = self._step("Database: applying migrations; demo instance and user 'demo'")
+        prepare = subprocess.Popen(
+            [sys.executable, str(BASE_DIR / "manage.py"), "createdemo", "--migrate"],
             env=self.child_env(),
             cwd=BASE_DIR,
             stdin=subprocess.DEVNULL,
-            capture_output=capture,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            check=False,
         )
-        if result.returncode != 0:
-            detail = f":\n{result.stdout}{result.stderr}" if capture else ""
-            raise ServiceError(f"manage.py {' '.join(args)} failed{detail}")
-        return result.stdout if capture else ""
+        stop_prepare = ("the database set-up", lambda: stop_child(prepare))
+        self.stops.append(stop_prepare)
+        serving = self._step(f"Web server (Daphne): starting on http://127.0.0.1:{self.port}/")
+        self.start_daphne()
+        output, _ = prepare.communicate()
+        self.stops.remove(stop_prepare)
+        if prepare.returncode != 0:
+            say(output)
+            raise ServiceError(f"migrate / createdemo failed with code {prepare.returncode}")
+        applied = output.count("Applying ")
+        say(f"    {applied} migrations applied" if applied else "    no migrations to apply")
+        self._done(started, "database and demo done")
+        self.demo_text = "\n".join(
+            line for line in output.splitlines() if line.startswith(("Sign in", "Demo instance"))
+        )
+        wait_until(self._daphne_ready, timeout_s=60, what="The web server", interval_s=0.05)
+        self._done(serving, "web server ready")
+        say("")
+        say(f"OpenMates is running at http://127.0.0.1:{self.port}/")
+        if self.demo_text:
+            say(self.demo_text)
+        say(
+            "Other manage.py commands (createsuperuser, shell, chat) from a second terminal "
+            "reach these services.\nCtrl-C stops everything; the data stays in "
+            f"{self.directory}."
+        )
 
-    def prepare_database(self) -> None:
-        """Apply migrations and make sure the demo instance and user exist."""
-        started = self._step("Database: applying migrations")
-        self.manage("migrate", "--noinput", "--verbosity", "1")
-        self._done(started, "done")
-        started = self._step("Demo: instance 'demo' and user 'demo'")
-        self.demo_text = self.manage("createdemo", capture=True).strip()
-        self._done(started, "done")
-
-    def serve(self) -> None:
-        """Start Daphne on 127.0.0.1:<port> and wait until it answers /health."""
-        started = self._step(f"Web server (Daphne): starting on http://127.0.0.1:{self.port}/")
+    def start_daphne(self) -> None:
+        """Start Daphne on 127.0.0.1:<port> (its own process group; stopped first)."""
         self.daphne = start_child(
             [
                 sys.executable,
@@ -346,17 +432,6 @@ class Runner:
             cwd=BASE_DIR,
         )
         self.stops.append(("the web server", self._stop_daphne))
-        wait_until(self._daphne_ready, timeout_s=60, what="The web server", interval_s=0.1)
-        self._done(started)
-        say("")
-        say(f"OpenMates is running at http://127.0.0.1:{self.port}/")
-        if self.demo_text:
-            say(self.demo_text)
-        say(
-            "Other manage.py commands (createsuperuser, shell, chat) from a second terminal "
-            "reach these services.\nCtrl-C stops everything; the data stays in "
-            f"{self.directory}."
-        )
 
     def _daphne_ready(self) -> bool:
         if self.daphne is not None and self.daphne.poll() is not None:

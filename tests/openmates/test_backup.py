@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +75,18 @@ def vault_call(env: dict[str, str], token_name: str, path: str, body: dict) -> d
 
 
 @pytest.fixture
-def source(tmp_path: Path) -> Iterator[DataDir]:
+def workdir() -> Iterator[Path]:
+    """A private temp dir outside pytest's: a concurrent pytest session re-chmods
+    ``/tmp/pytest-of-<user>`` to 0700, which would lock PostgreSQL's server user out."""
+    path = Path(tempfile.mkdtemp(prefix="openmates-backup-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def source(workdir: Path) -> Iterator[DataDir]:
     """A data directory holding a row (with a vector), a Redis key and a transit key."""
-    data = start_data_dir(tmp_path / "var")
+    data = start_data_dir(workdir / "var")
     with psycopg.connect(data.env["DATABASE_URL"], autocommit=True) as conn:
         conn.execute("CREATE TABLE note (id int PRIMARY KEY, body text, embedding vector(3))")
         conn.execute("INSERT INTO note VALUES (1, 'kept across restores', '[1,2,3]')")
@@ -88,7 +98,7 @@ def source(tmp_path: Path) -> Iterator[DataDir]:
 
 
 def test_backup_then_restore_into_empty_dir_reproduces_the_data(
-    source: DataDir, tmp_path: Path
+    source: DataDir, workdir: Path
 ) -> None:
     encrypted = vault_call(
         source.env,
@@ -99,14 +109,14 @@ def test_backup_then_restore_into_empty_dir_reproduces_the_data(
     # As while runlocal runs: the data dir is locked and services.json names the services.
     write_private(source.path / SERVICES_FILE, json.dumps(source.env))
     with data_dir_lock(source.path):
-        manifest = backup_create(directory=source.path, destination=tmp_path / "backup")
+        manifest = backup_create(directory=source.path, destination=workdir / "backup")
     assert manifest["components"] == ["postgres", "redis", "openbao"]
-    assert (tmp_path / "backup").stat().st_mode & 0o777 == 0o700
-    assert (tmp_path / "backup" / "openbao" / "init.json").stat().st_mode & 0o777 == 0o600
+    assert (workdir / "backup").stat().st_mode & 0o777 == 0o700
+    assert (workdir / "backup" / "openbao" / "init.json").stat().st_mode & 0o777 == 0o600
     source.stop()
 
-    backup_restore(source=tmp_path / "backup", directory=tmp_path / "restored")
-    restored = start_data_dir(tmp_path / "restored")
+    backup_restore(source=workdir / "backup", directory=workdir / "restored")
+    restored = start_data_dir(workdir / "restored")
     try:
         with psycopg.connect(restored.env["DATABASE_URL"]) as conn:
             row = conn.execute("SELECT body, embedding::text FROM note WHERE id = 1").fetchone()
@@ -119,7 +129,7 @@ def test_backup_then_restore_into_empty_dir_reproduces_the_data(
             restored.env, "VAULT_TOKEN", "transit/decrypt/user-1", {"ciphertext": encrypted}
         )["data"]["plaintext"]
         assert base64.b64decode(decrypted) == b"a memory"
-        assert (tmp_path / "restored" / "secret_key").read_text() == "the secret key\n"
+        assert (workdir / "restored" / "secret_key").read_text() == "the secret key\n"
         # A restart of the restored Redis reads its append-only file.
         restored.redis.stop()
         restored.redis.start()
@@ -129,22 +139,22 @@ def test_backup_then_restore_into_empty_dir_reproduces_the_data(
 
 
 def test_backup_of_a_stopped_data_dir_starts_and_stops_the_services_itself(
-    source: DataDir, tmp_path: Path
+    source: DataDir, workdir: Path
 ) -> None:
     source.stop()
-    manifest = backup_create(directory=source.path, destination=tmp_path / "backup")
+    manifest = backup_create(directory=source.path, destination=workdir / "backup")
     assert manifest["components"] == ["postgres", "redis", "openbao"]
-    assert (tmp_path / "backup" / "postgres.dump").stat().st_size > 0
-    assert (tmp_path / "backup" / "openbao.snap").stat().st_size > 0
+    assert (workdir / "backup" / "postgres.dump").stat().st_size > 0
+    assert (workdir / "backup" / "openbao.snap").stat().st_size > 0
     assert not source.postgres.running()
     assert not source.redis.running()
 
 
-def test_restore_refuses_a_data_dir_that_is_not_empty(tmp_path: Path) -> None:
-    backup = tmp_path / "backup"
+def test_restore_refuses_a_data_dir_that_is_not_empty(workdir: Path) -> None:
+    backup = workdir / "backup"
     backup.mkdir()
     (backup / "manifest.json").write_text(json.dumps({"format": 1, "components": []}))
-    target = tmp_path / "var"
+    target = workdir / "var"
     target.mkdir()
     (target / "something").write_text("x")
     with pytest.raises(ServiceError, match="not empty"):
@@ -153,9 +163,9 @@ def test_restore_refuses_a_data_dir_that_is_not_empty(tmp_path: Path) -> None:
         call_command("restore", str(backup), "--data-dir", str(target))
 
 
-def test_backup_refuses_a_destination_that_is_not_empty(tmp_path: Path) -> None:
-    destination = tmp_path / "backup"
+def test_backup_refuses_a_destination_that_is_not_empty(workdir: Path) -> None:
+    destination = workdir / "backup"
     destination.mkdir()
     (destination / "old").write_text("x")
     with pytest.raises(CommandError, match="not empty"):
-        call_command("backup", str(destination), "--data-dir", str(tmp_path / "var"))
+        call_command("backup", str(destination), "--data-dir", str(workdir / "var"))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -123,8 +125,11 @@ def demo_lines(data_dir: Path) -> list[str]:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    directory = tmp_path / "var"
+def data_dir() -> Iterator[Path]:
+    # Outside pytest's temp root: a concurrent pytest session re-chmods
+    # /tmp/pytest-of-<user> to 0700, which would lock PostgreSQL's server user out.
+    root = Path(tempfile.mkdtemp(prefix="openmates-runlocal-test-"))
+    directory = root / "var"
     yield directory
     # Throw away the socket directories the embedded services made under /tmp.
     from openmates.runlocal.postgres import EmbeddedPostgres
@@ -132,6 +137,7 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 
     EmbeddedPostgres(directory / "postgres").destroy()
     EmbeddedRedis(directory / "redis").destroy()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_runlocal_serves_stops_on_sigint_and_keeps_data_on_the_next_start(

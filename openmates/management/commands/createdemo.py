@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
 
 from openmates.runlocal.demo import demo_setup
 
@@ -15,8 +16,18 @@ class Command(BaseCommand):
 
     help = "Create the demo user and demo instance if missing and print how to sign in."
 
+    def add_arguments(self, parser: CommandParser) -> None:
+        """--migrate."""
+        parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="apply migrations first (runlocal: one process instead of two)",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the idempotent demo set-up and print the sign-in."""
+        if options["migrate"]:
+            call_command("migrate", interactive=False, stdout=self.stdout)
         account = demo_setup(directory=settings.DATA_DIR)
         if account.password:
             self.stdout.write(
