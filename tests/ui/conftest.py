@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -55,11 +56,9 @@ def ui_llm() -> Iterator[UIModelServer]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def asgi_server(
-    django_db_setup: Any, django_db_blocker: Any, ui_llm: UIModelServer, tmp_path_factory: Any
-) -> Iterator[str]:
-    """The base URL of a live Daphne serving the app on the test database."""
+@contextmanager
+def daphne_serving(extra_env: dict[str, str], log_dir: Path) -> Iterator[str]:
+    """Run Daphne on the test database with ``extra_env``; yields its base URL."""
     from django.db import connection
 
     port = _free_port()
@@ -67,12 +66,8 @@ def asgi_server(
     env["DATABASE_URL"] = _test_database_url(connection.settings_dict["NAME"])
     env["DJANGO_SETTINGS_MODULE"] = "openmates.settings"
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env["OPENAI_API_KEY"] = "sk-ui-test"
-    env["SKILLS_WEB_SEARCH_API_BASE"] = ui_llm.origin
-    for tier in ("FAST", "STANDARD", "HEAVY"):
-        env[f"LLM_{tier}_MODEL"] = "openai/wire-model"
-        env[f"LLM_{tier}_API_BASE"] = ui_llm.api_base
-    log = tmp_path_factory.mktemp("daphne") / "daphne.log"
+    env.update(extra_env)
+    log = log_dir / "daphne.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [
@@ -104,13 +99,28 @@ def asgi_server(
             process.kill()
             pytest.fail(f"daphne did not start:\n{log.read_text()[-4000:]}")
         time.sleep(0.1)
-    yield base
-    process.terminate()
     try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def asgi_server(
+    django_db_setup: Any, django_db_blocker: Any, ui_llm: UIModelServer, tmp_path_factory: Any
+) -> Iterator[str]:
+    """The base URL of a live Daphne serving the app, its models played by ``ui_llm``."""
+    env = {"OPENAI_API_KEY": "sk-ui-test", "SKILLS_WEB_SEARCH_API_BASE": ui_llm.origin}
+    for tier in ("FAST", "STANDARD", "HEAVY"):
+        env[f"LLM_{tier}_MODEL"] = "openai/wire-model"
+        env[f"LLM_{tier}_API_BASE"] = ui_llm.api_base
+    with daphne_serving(env, tmp_path_factory.mktemp("daphne")) as base:
+        yield base
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -11,6 +11,7 @@ search API (``search_delay_s``), so a tool call stays running long enough to can
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -116,10 +117,9 @@ class UIModelServer:
             def _search(self, body: dict[str, Any]) -> None:
                 time.sleep(owner.state.search_delay_s)
                 result = {"title": "OpenMates", "url": "https://example.org", "content": "news"}
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    # Broken when the tool call was cancelled meanwhile.
                     self._whole(200, {"query": body.get("query"), "results": [result]})
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the tool call was cancelled
 
             def _whole(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

@@ -101,6 +101,7 @@ export class ConversationView {
     }
     node.meta.replaceChildren(...badges);
     node.root.classList.toggle("msg-streaming", node.status === "streaming");
+    if (node.status) node.root.dataset.status = node.status;
   }
 
   setStatus(messageId, status) {
