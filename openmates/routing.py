@@ -4,5 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-# The pipeline app adds ``/ws/chat/`` here (PROTOCOL.md).
-websocket_urlpatterns: list[Any] = []
+from django.urls import path
+
+from pipeline.consumers import ChatConsumer
+
+websocket_urlpatterns: list[Any] = [
+    path("ws/chat/", ChatConsumer.as_asgi()),
+]

@@ -208,4 +208,4 @@ def test_frames_are_frozen() -> None:
     parsed = parse_frame(_frame(type="task.cancel", task_id=new_id()))
     assert isinstance(parsed, protocol.TaskCancel)
     with pytest.raises(ValueError, match="frozen"):
-        parsed.task_id = new_id()  # type: ignore[misc]
+        parsed.task_id = new_id()

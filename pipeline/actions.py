@@ -1,0 +1,482 @@
+"""What each client frame does (the consumer validates, then calls ``dispatch``).
+
+Every function takes the :class:`Socket` that received the frame and the validated frame
+model, authorises through the selectors (another user's id is ``not_found``), calls the
+services or the turn runtime, and answers through ``socket.deliver``. Problems are raised
+as ``FrameError`` with a PROTOCOL.md code; the consumer turns them into ``error`` frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from chats import cache as chat_cache
+from chats import services as chat_services
+from chats.models import Embed, Message, MessageRole, MessageStatus
+from chats.selectors import achat_get_for_user
+from chats.sync import sync_phases
+from instances.models import Instance
+from instances.selectors import instance_get_for_user, instance_role_for_user
+from openmates.crypto import DecryptionError
+from pipeline import events as ev
+from pipeline import protocol as p
+from pipeline import state
+from pipeline.ids import new_id
+from pipeline.protocol import ErrorCode, FrameError
+from pipeline.runtime import TurnControl, TurnRegistry
+from pipeline.turn import TurnRequest, run_turn
+
+RETRYABLE = (MessageStatus.FAILED, MessageStatus.INTERRUPTED, MessageStatus.CANCELLED)
+
+
+class Socket(Protocol):
+    """What the actions need from a connected socket."""
+
+    user: Any
+    channel_name: str
+    registry: TurnRegistry
+    following: set[str]
+
+    async def deliver(self, frame: dict[str, Any]) -> None: ...
+
+
+def frames_per_10s() -> int:
+    return int(getattr(settings, "PIPELINE_FRAMES_PER_10S", 120))
+
+
+def turns_per_minute() -> int:
+    return int(getattr(settings, "PIPELINE_TURNS_PER_MINUTE", 30))
+
+
+async def rate_check(socket: Socket) -> None:
+    """Count one frame for the user (all processes); raises ``rate_limited`` over the limit."""
+    if await state.rate_limit_hit(
+        user_id=socket.user.pk, kind="frames", limit=frames_per_10s(), window_s=10
+    ):
+        raise FrameError(ErrorCode.RATE_LIMITED, "Too many frames; slow down.")
+
+
+async def dispatch(socket: Socket, frame: p.ClientFrame) -> None:
+    """Run the action of ``frame`` (validated by ``protocol.parse_frame``)."""
+    await rate_check(socket)
+    await _ACTIONS[frame.type](socket, frame)
+
+
+async def _chat_or_not_found(socket: Socket, chat_id: str) -> Any:
+    chat = await achat_get_for_user(chat_id=chat_id, user=socket.user)
+    if chat is None:
+        raise FrameError(ErrorCode.NOT_FOUND, "No such chat.", chat_id=chat_id)
+    return chat
+
+
+# --- turns ------------------------------------------------------------------------------
+
+
+def _accept(
+    *, chat: Any, user: Any, message_id: str, assistant_message_id: str, retry: bool
+) -> tuple[Instance, str, bool]:
+    """One sync call: record the user message (or reopen it) and the assistant message.
+
+    Returns ``(instance, role, started)``; ``started`` is False for a repeated
+    ``message.send`` of an id already accepted.
+    """
+    instance = Instance.objects.get(pk=chat.instance_id)
+    role = instance_role_for_user(instance=instance, user=user) or "member"
+    if retry:
+        message = Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).first()
+        if message is None:
+            raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id)
+        if message.status not in RETRYABLE:
+            raise FrameError(
+                ErrorCode.CONFLICT,
+                f"The message is {message.status}; only a failed, "
+                "interrupted or cancelled turn can be retried.",
+                message_id=message_id,
+            )
+        chat_services.message_status_set(message_id=message_id, status=MessageStatus.PENDING)
+    else:
+        try:
+            _, created = chat_services.user_message_accept(
+                chat=chat, message_id=message_id, user=user
+            )
+        except chat_services.IdInUse:
+            raise FrameError(
+                ErrorCode.INVALID_FRAME, "That message id is already in use.", message_id=message_id
+            ) from None
+        if not created:
+            return instance, role, False
+    chat_services.assistant_message_create(chat=chat, message_id=assistant_message_id)
+    return instance, role, True
+
+
+async def _turn_start(
+    socket: Socket,
+    *,
+    chat_id: str,
+    message_id: str,
+    content: str | None,
+    frame: p.MessageSend | None,
+) -> None:
+    if await state.rate_limit_hit(
+        user_id=socket.user.pk, kind="turns", limit=turns_per_minute(), window_s=60
+    ):
+        raise FrameError(
+            ErrorCode.RATE_LIMITED, "Too many messages; wait a minute.", chat_id=chat_id
+        )
+    chat = await _chat_or_not_found(socket, chat_id)
+    retry = frame is None
+    if retry:
+        content = await state.pending_content_load(user_id=socket.user.pk, message_id=message_id)
+        if content is None:
+            raise FrameError(
+                ErrorCode.NOT_FOUND,
+                "The message text is no longer available; send it again.",
+                chat_id=chat_id,
+                message_id=message_id,
+            )
+    assistant_message_id = new_id()
+    instance, role, started = await sync_to_async(_accept)(
+        chat=chat,
+        user=socket.user,
+        message_id=message_id,
+        assistant_message_id=assistant_message_id,
+        retry=retry,
+    )
+    if not started:
+        await _duplicate(socket, chat_id=chat_id, message_id=message_id)
+        return
+    await socket.registry.ensure_started()
+    task_id = new_id()
+    record = state.TaskRecord(
+        task_id=task_id,
+        user_id=str(socket.user.pk),
+        chat_id=chat_id,
+        message_id=message_id,
+        assistant_message_id=assistant_message_id,
+        owner=socket.registry.channel,
+        state="queued",
+    )
+    overrides = frame.overrides if frame is not None else None
+    request = TurnRequest(
+        task_id=task_id,
+        user_id=socket.user.pk,
+        chat=chat,
+        instance=instance,
+        role=role,
+        message_id=message_id,
+        assistant_message_id=assistant_message_id,
+        content=str(content),
+        client_history=tuple(m.model_dump() for m in frame.history)
+        if frame and frame.history
+        else None,
+        requested_tier=overrides.tier if overrides else None,
+        requested_tools=tuple(overrides.tools) if overrides and overrides.tools else None,
+        requested_mate=overrides.mate if overrides else None,
+    )
+
+    def factory(control: TurnControl) -> Any:
+        return run_turn(request, control)
+
+    socket.following.add(task_id)
+    await socket.registry.start(record=record, factory=factory, origin=socket)
+
+
+async def _duplicate(socket: Socket, *, chat_id: str, message_id: str) -> None:
+    """A repeated ``message.send``: follow its turn when it runs, else ``conflict``."""
+    for record in await state.user_records(socket.user.pk):
+        if record.message_id == message_id:
+            socket.following.add(record.task_id)
+            if await socket.registry.subscribe_anywhere(record, socket, resume=False):
+                return
+    raise FrameError(
+        ErrorCode.CONFLICT,
+        "This message was already accepted.",
+        chat_id=chat_id,
+        message_id=message_id,
+    )
+
+
+async def message_send(socket: Socket, frame: p.MessageSend) -> None:
+    await _turn_start(
+        socket,
+        chat_id=frame.chat_id,
+        message_id=frame.message_id,
+        content=frame.content,
+        frame=frame,
+    )
+
+
+async def message_retry(socket: Socket, frame: p.MessageRetry) -> None:
+    await _turn_start(
+        socket, chat_id=frame.chat_id, message_id=frame.message_id, content=None, frame=None
+    )
+
+
+async def _owned_record(socket: Socket, task_id: str) -> state.TaskRecord:
+    record = await state.record_get(task_id)
+    if record is None or record.user_id != str(socket.user.pk):
+        raise FrameError(ErrorCode.NOT_FOUND, "No such running task.", task_id=task_id)
+    return record
+
+
+async def _control_send(socket: Socket, record: state.TaskRecord, message: dict[str, Any]) -> None:
+    layer = get_channel_layer()
+    assert layer is not None
+    await layer.send(record.owner, message)
+
+
+async def task_cancel(socket: Socket, frame: p.TaskCancel) -> None:
+    record = await _owned_record(socket, frame.task_id)
+    await state.cancel_flag_set(frame.task_id)
+    if record.owner == socket.registry.channel:
+        socket.registry.cancel(frame.task_id)
+    else:
+        await _control_send(socket, record, {"type": "turn.cancel", "task_id": frame.task_id})
+
+
+async def skill_cancel(socket: Socket, frame: p.SkillCancel) -> None:
+    chat_id = (
+        await Embed.objects.filter(pk=frame.embed_id, chat__owner_id=socket.user.pk)
+        .values_list("chat_id", flat=True)
+        .afirst()
+    )
+    holder = await state.lease_holder(chat_id) if chat_id else None
+    record = await state.record_get(holder) if holder else None
+    if record is None or record.user_id != str(socket.user.pk):
+        raise FrameError(ErrorCode.NOT_FOUND, "No such running tool call.")
+    if record.owner == socket.registry.channel:
+        socket.registry.cancel_tool(frame.embed_id)
+    else:
+        await _control_send(socket, record, {"type": "skill.cancel", "embed_id": frame.embed_id})
+
+
+async def stream_resume(socket: Socket, frame: p.StreamResume) -> None:
+    record = await state.record_get(frame.task_id)
+    if (
+        record is not None
+        and record.user_id == str(socket.user.pk)
+        and record.chat_id == frame.chat_id
+    ):
+        socket.following.add(record.task_id)
+        if await socket.registry.subscribe_anywhere(record, socket, resume=True):
+            return
+    await turn_ended(socket, frame.task_id, chat_id=frame.chat_id)
+
+
+async def turn_ended(socket: Socket, task_id: str, *, chat_id: str | None = None) -> None:
+    """Answer a resume from the sealed snapshot of a turn that is no longer running."""
+    try:
+        snapshot = await state.snapshot_load(user_id=socket.user.pk, task_id=task_id)
+    except DecryptionError:
+        snapshot = None  # another user's task: its snapshot is not sealed for this user
+    if snapshot is None or (chat_id is not None and snapshot.chat_id != chat_id):
+        raise FrameError(ErrorCode.NOT_FOUND, "No such task.", task_id=task_id)
+    await socket.deliver(
+        ev.StreamSnapshot(
+            chat_id=snapshot.chat_id,
+            task_id=task_id,
+            message_id=snapshot.message_id,
+            sequence=snapshot.sequence,
+            content=snapshot.content,
+        ).to_frame()
+    )
+    if snapshot.status is not None:
+        await socket.deliver(
+            ev.StreamDone(
+                chat_id=snapshot.chat_id,
+                task_id=task_id,
+                message_id=snapshot.message_id,
+                content=snapshot.content,
+                model=snapshot.model,
+                usage=snapshot.usage or {"prompt_tokens": 0, "completion_tokens": 0},
+                status=snapshot.status,
+            ).to_frame()
+        )
+
+
+async def turn_follow(socket: Socket, task_id: str) -> None:
+    """A turn of this user started somewhere: follow it unless this socket already does."""
+    if task_id in socket.following:
+        return
+    record = await state.record_get(task_id)
+    if record is None or record.user_id != str(socket.user.pk):
+        return
+    socket.following.add(task_id)
+    await socket.registry.subscribe_anywhere(record, socket, resume=False)
+
+
+async def task_active(socket: Socket) -> ev.TaskActive:
+    """The user's queued and running turns, for ``task.active`` on connect."""
+    entries = []
+    for record in await state.user_records(socket.user.pk):
+        local = socket.registry.turns.get(record.task_id)
+        if local is not None:
+            sequence = local.sequence
+        else:
+            try:
+                snapshot = await state.snapshot_load(user_id=socket.user.pk, task_id=record.task_id)
+            except DecryptionError:
+                snapshot = None
+            sequence = snapshot.sequence if snapshot else 0
+        entries.append(record.active_entry(sequence))
+    return ev.TaskActive(tasks=tuple(entries))
+
+
+async def chat_history(socket: Socket, frame: p.ChatHistory) -> None:
+    pending = await state.history_request_pop(frame.request_id)
+    if (
+        pending is None
+        or pending["user_id"] != str(socket.user.pk)
+        or pending["chat_id"] != frame.chat_id
+    ):
+        raise FrameError(
+            ErrorCode.NOT_FOUND,
+            "No history was requested with that id.",
+            request_id=frame.request_id,
+            chat_id=frame.chat_id,
+        )
+    await chat_cache.ai_history_store(
+        user_id=socket.user.pk,
+        chat_id=frame.chat_id,
+        messages=[m.model_dump() for m in frame.messages],
+    )
+    if frame.summary:
+        meta = await state.chat_meta_load(user_id=socket.user.pk, chat_id=frame.chat_id)
+        meta["summary"] = frame.summary
+        await state.chat_meta_save(user_id=socket.user.pk, chat_id=frame.chat_id, meta=meta)
+    record = await state.record_get(pending["task_id"])
+    if record is None:
+        return
+    if record.owner == socket.registry.channel:
+        socket.registry.history_arrived(record.task_id)
+    else:
+        await _control_send(socket, record, {"type": "turn.history", "task_id": record.task_id})
+
+
+async def memory_consent(socket: Socket, frame: p.MemoryConsent) -> None:
+    await _chat_or_not_found(socket, frame.chat_id)
+    consent = await state.memory_consent_get(frame.chat_id)
+    answers = {c: "denied" for c, value in consent.items() if value == "asked"}
+    answers.update(dict.fromkeys(frame.allowed, "allowed"))
+    await state.memory_consent_mark(frame.chat_id, answers)
+
+
+# --- chats and messages -----------------------------------------------------------------
+
+
+async def chat_create(socket: Socket, frame: p.ChatCreate) -> None:
+    instance = await sync_to_async(instance_get_for_user)(slug=frame.instance, user=socket.user)
+    if instance is None:
+        raise FrameError(ErrorCode.NOT_FOUND, "No such instance.", request_id=frame.request_id)
+    try:
+        chat = await sync_to_async(chat_services.chat_create)(
+            user=socket.user,
+            chat_id=frame.chat_id,
+            instance=instance,
+            encrypted_chat_key=frame.encrypted_chat_key,
+            encrypted_title=frame.encrypted_title,
+        )
+    except chat_services.IdInUse:
+        raise FrameError(
+            ErrorCode.INVALID_FRAME,
+            "That chat id is already in use.",
+            request_id=frame.request_id,
+            chat_id=frame.chat_id,
+        ) from None
+    await socket.deliver(
+        ev.ChatCreated(
+            chat_id=chat.pk, version=chat.version, request_id=frame.request_id
+        ).to_frame()
+    )
+
+
+async def chat_update(socket: Socket, frame: p.ChatUpdate) -> None:
+    chat = await _chat_or_not_found(socket, frame.chat_id)
+    changes = {
+        name: getattr(frame, name)
+        for name in ("encrypted_title", "encrypted_summary", "encrypted_tags")
+        if name in frame.model_fields_set
+    }
+    try:
+        updated = await sync_to_async(chat_services.chat_update)(
+            chat=chat, version=frame.version, pinned=frame.pinned, **changes
+        )
+    except chat_services.VersionConflict as conflict:
+        raise FrameError(ErrorCode.CONFLICT, f"{conflict}", chat_id=frame.chat_id) from None
+    await socket.deliver(
+        ev.ChatUpdated(
+            chat_id=updated.pk, version=updated.version, request_id=frame.request_id
+        ).to_frame()
+    )
+
+
+async def chat_delete(socket: Socket, frame: p.ChatDelete) -> None:
+    chat = await _chat_or_not_found(socket, frame.chat_id)
+    await sync_to_async(chat_services.chat_delete)(chat=chat)
+    await socket.deliver(
+        ev.ChatDeleted(
+            chat_id=frame.chat_id, version=chat.version + 1, request_id=frame.request_id
+        ).to_frame()
+    )
+
+
+async def message_store(socket: Socket, frame: p.MessageStore) -> None:
+    chat = await _chat_or_not_found(socket, frame.chat_id)
+    try:
+        message = await sync_to_async(chat_services.message_store)(
+            chat=chat,
+            message_id=frame.message_id,
+            encrypted_content=frame.encrypted_content,
+            version=frame.version,
+        )
+    except chat_services.NotFound:
+        raise FrameError(
+            ErrorCode.NOT_FOUND,
+            "No such message.",
+            chat_id=frame.chat_id,
+            message_id=frame.message_id,
+        ) from None
+    except chat_services.VersionConflict as conflict:
+        raise FrameError(
+            ErrorCode.CONFLICT, f"{conflict}", chat_id=frame.chat_id, message_id=frame.message_id
+        ) from None
+    await socket.deliver(
+        ev.MessageStored(
+            chat_id=frame.chat_id, message_id=message.pk, version=message.version
+        ).to_frame()
+    )
+
+
+async def sync_request(socket: Socket, frame: p.SyncRequest) -> None:
+    phases = await sync_to_async(sync_phases)(user=socket.user, known=dict(frame.known))
+    total = 0
+    for number, chats in enumerate(phases, start=1):
+        total += len(chats)
+        await socket.deliver(ev.SyncPhase(phase=number, chats=tuple(chats)).to_frame())
+    await socket.deliver(ev.SyncDone(total_chats=total).to_frame())
+
+
+async def ping(socket: Socket, frame: p.Ping) -> None:
+    await socket.deliver(ev.Pong(ts=frame.ts).to_frame())
+
+
+_ACTIONS: dict[str, Callable[[Socket, Any], Awaitable[None]]] = {
+    "chat.create": chat_create,
+    "chat.update": chat_update,
+    "chat.delete": chat_delete,
+    "message.send": message_send,
+    "message.retry": message_retry,
+    "message.store": message_store,
+    "chat.history": chat_history,
+    "memory.consent": memory_consent,
+    "task.cancel": task_cancel,
+    "skill.cancel": skill_cancel,
+    "stream.resume": stream_resume,
+    "sync.request": sync_request,
+    "ping": ping,
+}

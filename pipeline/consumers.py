@@ -1,0 +1,101 @@
+"""The chat WebSocket at ``/ws/chat/`` (PROTOCOL.md): a relay.
+
+It validates each frame (``pipeline.protocol``), hands it to ``pipeline.actions`` and
+forwards what the turn runtime and the channel layer send it. Errors become ``error``
+frames and never close the socket; a socket without an authenticated session is refused,
+and one whose session ends (``session.ended`` from the accounts app) closes with 4401.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import redis
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from accounts.services import user_socket_group
+from openmates.vault import VaultError
+from pipeline import actions, runtime
+from pipeline import events as ev
+from pipeline.protocol import ErrorCode, FrameError, parse_frame
+
+logger = logging.getLogger(__name__)
+
+SESSION_ENDED = 4401
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    """One client socket. ``registry_name`` lets tests run two "processes" in one loop."""
+
+    registry_name = "default"
+
+    async def connect(self) -> None:
+        self.user: Any = self.scope.get("user")
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=SESSION_ENDED)
+            return
+        self.registry = runtime.registry(self.registry_name)
+        self.following: set[str] = set()
+        self.last_sequence: dict[str, int] = {}
+        await self.registry.ensure_started()
+        await self.channel_layer.group_add(user_socket_group(self.user.pk), self.channel_name)
+        await self.accept()
+        await self.deliver((await actions.task_active(self)).to_frame())
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "registry", None) is not None:
+            self.registry.unsubscribe(self)
+            await self.channel_layer.group_discard(
+                user_socket_group(self.user.pk), self.channel_name
+            )
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            await actions.dispatch(self, parse_frame(text_data, bytes_data))
+        except FrameError as error:
+            await self.deliver(
+                ev.Error(code=error.code, message=error.message, **error.ids).to_frame()
+            )
+        except VaultError:
+            logger.warning("frame failed: Vault unavailable", exc_info=True)
+            await self._error(ErrorCode.VAULT_UNAVAILABLE, "The key service is unavailable.")
+        except redis.RedisError:
+            logger.warning("frame failed: Redis unavailable", exc_info=True)
+            await self._error(ErrorCode.CACHE_UNAVAILABLE, "The cache is unavailable.")
+        except Exception:
+            logger.exception("frame failed")
+            await self._error(ErrorCode.INTERNAL, "Something went wrong.")
+
+    async def _error(self, code: ErrorCode, message: str) -> None:
+        await self.deliver(ev.Error(code=code, message=message).to_frame())
+
+    async def deliver(self, frame: dict[str, Any]) -> None:
+        """Send one frame; a delta this socket already has (by sequence) is skipped."""
+        kind, task_id = frame["type"], frame.get("task_id", "")
+        if kind == "stream.delta":
+            if frame["sequence"] <= self.last_sequence.get(task_id, 0):
+                return
+            self.last_sequence[task_id] = frame["sequence"]
+        elif kind == "stream.snapshot":
+            self.last_sequence[task_id] = frame["sequence"]
+        await self.send(text_data=json.dumps(frame, ensure_ascii=False))
+
+    # --- channel-layer messages -----------------------------------------------------------
+
+    async def turn_announce(self, message: dict[str, Any]) -> None:
+        await actions.turn_follow(self, str(message["task_id"]))
+
+    async def turn_frames(self, message: dict[str, Any]) -> None:
+        for frame in message["frames"]:
+            await self.deliver(frame)
+
+    async def turn_ended(self, message: dict[str, Any]) -> None:
+        try:
+            await actions.turn_ended(self, str(message["task_id"]))
+        except FrameError:
+            return
+
+    async def session_ended(self, message: dict[str, Any]) -> None:
+        await self.close(code=int(message.get("code", SESSION_ENDED)))

@@ -1,0 +1,309 @@
+"""Main processing (DESIGN.md §6): the streamed answer and the tool loop.
+
+``respond(...)`` is an async generator of events (``ReplyDelta``, ``SkillStatus``,
+``EmbedUpdate``, ``Error``) that fills a :class:`MainResult` as it goes. Tool loop: at
+most ``MAX_ROUNDS`` rounds of tool calls; per call a 20 s timeout and one retry (in
+``skills.executor``), up to ``MAX_PARALLEL`` in parallel; only preselected tools run;
+every result is paired with its call in the history sent back to the model; tool output
+is untrusted (invisible Unicode stripped, scored for prompt injection — blocked at ≥ 7,
+redacted at 5-6.9 — and fenced). A tool cancelled through ``skill.cancel`` marks its
+embed ``cancelled`` and the model continues with that result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from chats import cache as chat_cache
+from chats import services as chat_services
+from openmates import llm
+from pipeline import events as ev
+from pipeline.ids import new_id
+from pipeline.preprocess import strip_invisible
+from pipeline.prompts import fence_tool_output
+from pipeline.runtime import TurnControl
+from skills.executor import execute_tool
+from skills.registry import ToolContext, ToolSpec
+from skills.services import atool_context_build
+
+MAX_ROUNDS = 5
+MAX_PARALLEL = 5
+INJECTION_BLOCK = 7.0
+INJECTION_REDACT = 5.0
+PREVIEW_CHARS = 200
+
+_INJECTION_RULES: tuple[tuple[float, re.Pattern[str]], ...] = (
+    (
+        8.0,
+        re.compile(
+            r"\b(ignore|disregard|forget)\b.{0,30}\b(previous|prior|above|all)\b.{0,20}\b(instructions?|prompts?|rules)\b",
+            re.I,
+        ),
+    ),
+    (
+        7.5,
+        re.compile(
+            r"\b(reveal|print|show|repeat)\b.{0,30}\b(system prompt|hidden instructions?)\b", re.I
+        ),
+    ),
+    (5.5, re.compile(r"\b(you are now|act as|new instructions?|from now on you)\b", re.I)),
+    (5.0, re.compile(r"<\s*/?\s*(system|assistant)\s*>|\bBEGIN SYSTEM\b", re.I)),
+)
+
+
+def injection_score(text: str) -> float:
+    """0-10: how much ``text`` looks like instructions aimed at the model."""
+    return max((score for score, pattern in _INJECTION_RULES if pattern.search(text)), default=0.0)
+
+
+def sanitize_tool_output(tool: str, text: str) -> str:
+    """Untrusted tool output made safe to show the model (see the module docstring)."""
+    clean = strip_invisible(text)
+    score = injection_score(clean)
+    if score >= INJECTION_BLOCK:
+        clean = "[tool output withheld: it contained instructions aimed at the assistant]"
+    elif score >= INJECTION_REDACT:
+        for _, pattern in _INJECTION_RULES:
+            clean = pattern.sub("[redacted]", clean)
+    return fence_tool_output(tool, clean)
+
+
+@dataclass
+class MainResult:
+    """What the main step produced (filled while ``respond`` runs)."""
+
+    parts: list[str] = field(default_factory=list)
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    status: str = "done"  # done | interrupted | failed | cancelled
+    error: ev.Error | None = None
+    embed_ids: list[str] = field(default_factory=list)
+
+    @property
+    def content(self) -> str:
+        return "".join(self.parts)
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+
+
+@dataclass(frozen=True)
+class MainContext:
+    """The turn's identity and what the tool loop needs."""
+
+    chat: Any
+    instance: Any
+    user_id: int
+    task_id: str
+    assistant_message_id: str
+    tier: str
+    tools: Sequence[ToolSpec]
+    control: TurnControl
+
+
+async def respond(
+    ctx: MainContext, messages: list[dict[str, Any]], result: MainResult
+) -> AsyncIterator[ev.ServerEvent]:
+    """Stream the answer to ``messages`` (system prompt and history included)."""
+    schemas = [spec.llm_schema() for spec in ctx.tools] or None
+    tool_context: ToolContext | None = None
+    for round_number in range(MAX_ROUNDS + 1):
+        offer = schemas if round_number < MAX_ROUNDS else None
+        calls: list[llm.ToolCall] = []
+        round_text: list[str] = []
+        try:
+            stream = llm.stream(
+                tier=ctx.tier,
+                messages=messages,
+                instance=ctx.instance,
+                tools=offer,
+                stage="main",
+                chat_id=ctx.chat.pk,
+            )
+            async for item in stream:
+                if ctx.control.cancel.is_set():
+                    result.status = "cancelled"
+                    return
+                if isinstance(item, llm.TextDelta):
+                    result.parts.append(item.text)
+                    round_text.append(item.text)
+                    yield ev.ReplyDelta(text=item.text)
+                elif isinstance(item, llm.ToolCall):
+                    calls.append(item)
+                elif isinstance(item, llm.Usage):
+                    result.prompt_tokens += item.prompt_tokens
+                    result.completion_tokens += item.completion_tokens
+                elif isinstance(item, llm.Finish):
+                    result.model = item.model
+                elif isinstance(item, llm.StreamError):
+                    yield _provider_error(ctx, result, item.message)
+                    return
+        except llm.LLMError as exc:
+            yield _provider_error(ctx, result, str(exc))
+            return
+        if not calls:
+            return
+        if tool_context is None:
+            tool_context = await _tool_context(ctx)
+        messages.append(_assistant_tool_message("".join(round_text), calls))
+        async for event in _run_tools(ctx, calls, tool_context, messages, result):
+            yield event
+
+
+def _provider_error(ctx: MainContext, result: MainResult, message: str) -> ev.Error:
+    result.status = "interrupted" if result.parts else "failed"
+    result.error = ev.Error(
+        code="provider_error",
+        message=message or "The model provider failed.",
+        chat_id=ctx.chat.pk,
+        task_id=ctx.task_id,
+        message_id=ctx.assistant_message_id,
+    )
+    return result.error
+
+
+async def _tool_context(ctx: MainContext) -> ToolContext:
+    return await atool_context_build(
+        instance=ctx.instance,
+        user_id=ctx.user_id,
+        chat_id=ctx.chat.pk,
+        tool_names=[spec.name for spec in ctx.tools],
+    )
+
+
+def _assistant_tool_message(text: str, calls: Sequence[llm.ToolCall]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in calls
+        ],
+    }
+
+
+@dataclass
+class _Call:
+    call: llm.ToolCall
+    embed_id: str
+    task: asyncio.Task[dict[str, Any]] | None = None
+
+
+async def _run_tools(
+    ctx: MainContext,
+    calls: Sequence[llm.ToolCall],
+    tool_context: ToolContext,
+    messages: list[dict[str, Any]],
+    result: MainResult,
+) -> AsyncIterator[ev.ServerEvent]:
+    allowed = {spec.name for spec in ctx.tools}
+    running: list[_Call] = []
+    outputs: dict[str, dict[str, Any]] = {}
+    for index, call in enumerate(calls):
+        if call.name not in allowed:
+            outputs[call.id] = {"success": False, "error": f"tool {call.name} is not available"}
+        elif index >= MAX_PARALLEL:
+            outputs[call.id] = {"success": False, "error": "too many tool calls in one round"}
+        else:
+            running.append(_Call(call=call, embed_id=new_id()))
+    for item in running:
+        await sync_to_async(chat_services.embed_create)(
+            chat=ctx.chat,
+            embed_id=item.embed_id,
+            tool=item.call.name,
+            message_id=ctx.assistant_message_id,
+        )
+        result.embed_ids.append(item.embed_id)
+        item.task = asyncio.create_task(
+            execute_tool(item.call.name, item.call.arguments, tool_context)
+        )
+        ctx.control.tool_tasks[item.embed_id] = item.task
+        yield _status(ctx, item, "processing")
+    try:
+        pending = {item.task for item in running if item.task is not None}
+        by_task = {item.task: item for item in running}
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                item = by_task[task]
+                output = _outcome(ctx, item)
+                outputs[item.call.id] = output
+                async for event in _finish_embed(ctx, item, output):
+                    yield event
+    finally:
+        for item in running:
+            ctx.control.tool_tasks.pop(item.embed_id, None)
+            if item.task is not None and not item.task.done():
+                item.task.cancel()
+    for call in calls:
+        output = outputs[call.id]
+        text = json.dumps(
+            output.get("result") if output.get("success") else output, ensure_ascii=False
+        )
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": sanitize_tool_output(call.name, text),
+            }
+        )
+
+
+def _outcome(ctx: MainContext, item: _Call) -> dict[str, Any]:
+    assert item.task is not None
+    if item.task.cancelled() or item.embed_id in ctx.control.cancelled_tools:
+        return {"success": False, "error": "cancelled by the user", "cancelled": True}
+    return item.task.result()
+
+
+def _status(ctx: MainContext, item: _Call, status: str, **extra: Any) -> ev.SkillStatus:
+    return ev.SkillStatus(
+        chat_id=ctx.chat.pk,
+        task_id=ctx.task_id,
+        embed_id=item.embed_id,
+        tool=item.call.name,
+        status=status,
+        **extra,
+    )
+
+
+async def _finish_embed(
+    ctx: MainContext, item: _Call, output: dict[str, Any]
+) -> AsyncIterator[ev.ServerEvent]:
+    if output.get("cancelled"):
+        status = "cancelled"
+    else:
+        status = "finished" if output.get("success") else "error"
+    content = {
+        "tool": item.call.name,
+        "arguments": item.call.arguments,
+        "result": output.get("result"),
+        "error": output.get("error"),
+    }
+    await sync_to_async(chat_services.embed_status_set)(embed_id=item.embed_id, status=status)
+    await chat_cache.embed_cache_put(
+        user_id=ctx.user_id, chat_id=ctx.chat.pk, embed_id=item.embed_id, content=content
+    )
+    preview = (
+        json.dumps(output.get("result"), ensure_ascii=False)[:PREVIEW_CHARS]
+        if status == "finished"
+        else None
+    )
+    error = str(output.get("error") or "")[:PREVIEW_CHARS] if status != "finished" else None
+    yield ev.EmbedUpdate(
+        embed_id=item.embed_id, status=status, content=json.dumps(content, ensure_ascii=False)
+    )
+    yield _status(ctx, item, status, preview=preview, error=error)

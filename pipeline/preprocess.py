@@ -1,0 +1,676 @@
+"""Pre-processing (DESIGN.md §6): local, millisecond decisions before the main model.
+
+``preprocess(...)`` runs without any model call: invisible Unicode stripped, language of
+the instruction (not of quoted material) by py3langid, tools preselected lexically among
+the instance's enabled tools (explicit mentions win; client overrides only within the
+user's role), tier by complexity signals (an unhappy user gets a higher tier), mate by
+category, memory categories, and heuristic safety scores.
+
+Model-based parts, each one fast-tier call with a JSON schema: ``model_safety_check``
+(first messages, or when a heuristic fired) and ``title_generate`` (first messages,
+concurrently with the main call). Instances on the bundled local model skip both
+(``heuristic_title`` instead).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from openmates import llm
+
+TIERS = ("fast", "standard", "heavy")
+# Members may lower the tier; only instance owners and admins may ask for ``heavy``.
+TIERS_BY_ROLE = {
+    "owner": TIERS,
+    "admin": TIERS,
+    "member": ("fast", "standard"),
+}
+MAX_TOOLS = 5
+HARMFUL_REJECT = 7.0
+MISUSE_REJECT = 8.0
+HEURISTIC_FIRES = 4.0
+LANGUAGE_MIN_CONFIDENCE = 0.3
+MEMORY_CATEGORIES = ("preference", "fact", "event", "relationship", "decision", "general")
+
+# Zero-width and bidirectional controls, BOM, tag characters; ZWNJ/ZWJ stay (scripts and
+# emoji need them).
+_KEEP_FORMAT = {"\u200c", "\u200d"}
+
+
+def strip_invisible(text: str) -> str:
+    """``text`` without invisible format characters (Unicode category Cf, but ZWNJ/ZWJ)."""
+    if text.isascii():
+        return text
+    return "".join(ch for ch in text if ch in _KEEP_FORMAT or unicodedata.category(ch) != "Cf")
+
+
+# --- language --------------------------------------------------------------------------
+
+_FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
+_INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
+_QUOTE_LINE_RE = re.compile(r"^\s*>.*$", re.MULTILINE)
+_QUOTED_RE = re.compile(r"\"[^\"]{12,}\"|“[^”]{12,}”|«[^»]{12,}»|„[^“]{12,}“|'[^']{24,}'")
+_COLON_TAIL_RE = re.compile(r"^(?P<head>[^:\n]{8,}?):\s*(?P<tail>\S.*)$", re.DOTALL)
+
+_identifier_lock = threading.Lock()
+_identifier: Any = None
+
+
+def _language_identifier() -> Any:
+    global _identifier
+    with _identifier_lock:
+        if _identifier is None:
+            from py3langid import langid
+
+            _identifier = langid.LanguageIdentifier.from_modelpath(
+                langid.MODEL_DIR / langid.MODEL_FILE, norm_probs=True
+            )
+    return _identifier
+
+
+def warm_up() -> None:
+    """Load the language model now (≈0.5 s) instead of on the first message."""
+    _language_identifier()
+
+
+def instruction_text(text: str) -> str:
+    """The part of ``text`` that is the user's own instruction (quoted material removed).
+
+    Removes code, ``>`` quote lines, long quotations and, in "translate this: …" shapes,
+    the material after the colon.
+    """
+    stripped = _FENCE_RE.sub(" ", text)
+    stripped = _INLINE_CODE_RE.sub(" ", stripped)
+    stripped = _QUOTE_LINE_RE.sub(" ", stripped)
+    stripped = _QUOTED_RE.sub(" ", stripped)
+    match = _COLON_TAIL_RE.match(stripped.strip())
+    if match and len(match.group("head").split()) >= 3:
+        stripped = match.group("head")
+    return " ".join(stripped.split()) or " ".join(text.split())
+
+
+def detect_language(text: str, *, fallback: str) -> str:
+    """ISO 639-1 code of the instruction in ``text``; ``fallback`` when unsure."""
+    sample = instruction_text(text)
+    if sum(ch.isalpha() for ch in sample) < 4:
+        return fallback
+    language, confidence = _language_identifier().classify(sample)
+    return str(language) if confidence >= LANGUAGE_MIN_CONFIDENCE else fallback
+
+
+# --- tools ------------------------------------------------------------------------------
+
+_WORD_RE = re.compile(r"[^\W\d_]{3,}", re.UNICODE)
+_STOPWORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "with",
+        "that",
+        "this",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "how",
+        "are",
+        "was",
+        "were",
+        "can",
+        "could",
+        "would",
+        "should",
+        "you",
+        "your",
+        "yours",
+        "have",
+        "has",
+        "had",
+        "from",
+        "into",
+        "about",
+        "please",
+        "tell",
+        "give",
+        "show",
+        "make",
+        "does",
+        "did",
+        "not",
+        "but",
+        "any",
+        "all",
+        "some",
+        "one",
+        "two",
+        "get",
+        "use",
+        "using",
+        "used",
+        "tool",
+        "tools",
+        "like",
+        "just",
+        "also",
+        "them",
+        "they",
+        "their",
+        "there",
+        "here",
+        "than",
+        "then",
+        "its",
+        "it's",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "our",
+        "out",
+    ]
+)
+# Rules that find a tool the description alone would miss: (tool, pattern).
+TOOL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "calculator",
+        re.compile(
+            r"\d\s*[-+*/^%×÷]\s*\(?\s*\d|\b(sqrt|square root|percent|calculate|compute|sum of)\b",  # noqa: RUF001
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "unit_convert",
+        re.compile(
+            r"\b\d+(?:[.,]\d+)?\s*(?:km|mi|miles?|kg|lbs?|pounds?|°?[cf]|celsius|fahrenheit|"
+            r"meters?|metres?|feet|ft|inch(?:es)?|cm|mm|liters?|litres?|gallons?|oz|ounces?)\b"
+            r".*\b(?:in|to|into)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "datetime_now",
+        re.compile(
+            r"\b(what time|current time|what day|today'?s date|what date|time is it|"
+            r"day of the week)\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "weather",
+        re.compile(r"\b(weather|forecast|rain(?:ing)?|snow(?:ing)?|temperature outside)\b", re.I),
+    ),
+    (
+        "web_search",
+        re.compile(r"\b(search the web|look up|latest news|search for|google)\b", re.IGNORECASE),
+    ),
+)
+
+
+def _stem(word: str) -> str:
+    word = word.lower()
+    for suffix in ("ing", "ions", "ion", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def _terms(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD_RE.findall(text) if w.lower() not in _STOPWORDS}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCandidate:
+    """A tool the instance has on, with the text preselection matches against."""
+
+    name: str
+    description: str
+    hint: str = ""
+
+
+def explicit_tool_mentions(text: str, names: Iterable[str]) -> list[str]:
+    """Tools named in ``text`` (``@calculator``, "use the calculator", "web search")."""
+    lowered = text.lower()
+    found = []
+    for name in names:
+        spaced = name.replace("_", " ")
+        if f"@{name}" in lowered or re.search(
+            rf"\b({re.escape(name)}|{re.escape(spaced)})\b", lowered
+        ):
+            found.append(name)
+    return found
+
+
+def preselect_tools(
+    text: str,
+    candidates: Sequence[ToolCandidate],
+    *,
+    requested: Sequence[str] | None = None,
+) -> tuple[str, ...]:
+    """Names of the tools to offer the main model, best first (at most ``MAX_TOOLS``).
+
+    Explicit mentions come first, then client-requested tools (only among
+    ``candidates``, which are already the instance's enabled tools), then rule hits, then
+    tools whose description or skill hint shares at least two terms with the message.
+    """
+    names = [c.name for c in candidates]
+    chosen: list[str] = []
+
+    def add(name: str) -> None:
+        if name in names and name not in chosen:
+            chosen.append(name)
+
+    for name in explicit_tool_mentions(text, names):
+        add(name)
+    for name in requested or ():
+        add(name)
+    for name, pattern in TOOL_RULES:
+        if pattern.search(text):
+            add(name)
+    message_terms = _terms(text)
+    scored = sorted(
+        (
+            (
+                len(message_terms & _terms(f"{c.name.replace('_', ' ')} {c.description} {c.hint}")),
+                c.name,
+            )
+            for c in candidates
+        ),
+        key=lambda pair: (-pair[0], pair[1]),
+    )
+    for score, name in scored:
+        if score >= 2:
+            add(name)
+    return tuple(chosen[:MAX_TOOLS])
+
+
+# --- tier -------------------------------------------------------------------------------
+
+_COMPLEX_RE = re.compile(
+    r"\b(prove|proof|derive|step[- ]by[- ]step|in detail|detailed|analy[sz]e|architecture|"
+    r"optimi[sz]e|refactor|debug|trade-?offs?|compare|comprehensive|algorithm|design a|"
+    r"explain why|research)\b",
+    re.IGNORECASE,
+)
+_TRIVIAL_RE = re.compile(
+    r"^\s*(hi|hello|hey|thanks?|thank you|ok(ay)?|cool|great|bye|good (morning|night))\W*$",
+    re.IGNORECASE,
+)
+_UNHAPPY_RE = re.compile(
+    r"\b(that'?s (wrong|not (it|right|what i (asked|meant)))|wrong answer|incorrect|"
+    r"doesn'?t work|didn'?t work|not what i (asked|meant|wanted)|try again|you misunderstood|"
+    r"useless|makes no sense|that is wrong|falsch|stimmt nicht|c'est faux|incorrecto|"
+    r"no funciona|errado|неправильно)\b",
+    re.IGNORECASE,
+)
+
+
+def choose_tier(
+    text: str,
+    *,
+    previous_assistant: str | None,
+    requested: str | None,
+    role: str,
+) -> tuple[str, str]:
+    """``(tier, reason)`` for the message; a client's request only within its role."""
+    allowed = TIERS_BY_ROLE.get(role, TIERS_BY_ROLE["member"])
+    if requested in allowed:
+        return str(requested), "requested by the client"
+    signals = len(_COMPLEX_RE.findall(text)) + text.count("```") // 2
+    signals += 1 if len(text) > 1500 else 0
+    if _TRIVIAL_RE.match(text):
+        tier, reason = "fast", "short conversational message"
+    elif signals >= 2:
+        tier, reason = "heavy", f"{signals} complexity signals"
+    else:
+        tier, reason = "standard", "default tier"
+    if previous_assistant is not None and _UNHAPPY_RE.search(text):
+        tier = TIERS[min(TIERS.index(tier) + 1, len(TIERS) - 1)]
+        reason = "user unhappy with the last answer"
+    if tier not in allowed:
+        tier = allowed[-1]
+    return tier, reason
+
+
+# --- mate, memory categories --------------------------------------------------------------
+
+MATE_CATEGORY_TERMS: dict[str, frozenset[str]] = {
+    "software": frozenset(
+        [
+            "code",
+            "python",
+            "javascript",
+            "typescript",
+            "function",
+            "bug",
+            "error",
+            "compile",
+            "program",
+            "programming",
+            "django",
+            "sql",
+            "api",
+            "class",
+            "variable",
+            "stack",
+            "exception",
+            "regex",
+            "git",
+            "docker",
+        ]
+    ),
+    "writing": frozenset(
+        ["essay", "poem", "story", "write", "letter", "email", "rewrite", "proofread", "grammar"]
+    ),
+    "math": frozenset(
+        [
+            "equation",
+            "integral",
+            "derivative",
+            "algebra",
+            "geometry",
+            "calculus",
+            "proof",
+            "theorem",
+        ]
+    ),
+    "health": frozenset(
+        ["symptom", "doctor", "pain", "medicine", "sleep", "diet", "exercise", "health"]
+    ),
+    "finance": frozenset(
+        ["budget", "invest", "stock", "tax", "loan", "mortgage", "savings", "money", "finance"]
+    ),
+    "travel": frozenset(["trip", "travel", "flight", "hotel", "visa", "itinerary", "vacation"]),
+}
+
+
+def choose_mate_category(text: str, available: Iterable[str]) -> str | None:
+    """The category of the best-matching mate among ``available`` categories, if any."""
+    words = {w.lower() for w in _WORD_RE.findall(text)}
+    best, best_score = None, 0
+    for category in available:
+        score = len(words & MATE_CATEGORY_TERMS.get(category, frozenset()))
+        if score > best_score:
+            best, best_score = category, score
+    return best
+
+
+_MEMORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "preference",
+        re.compile(r"\b(recommend|suggest|favou?rite|i (like|love|prefer|hate))\b", re.I),
+    ),
+    ("fact", re.compile(r"\b(my name|i am|i'm|i live|i work|my job|my address)\b", re.I)),
+    (
+        "event",
+        re.compile(
+            r"\b(yesterday|last (week|month|year)|my birthday|appointment|anniversary)\b", re.I
+        ),
+    ),
+    (
+        "relationship",
+        re.compile(
+            r"\b(my (wife|husband|partner|mother|mom|father|dad|son|daughter|friend|boss|"
+            r"sister|brother))\b",
+            re.I,
+        ),
+    ),
+    (
+        "decision",
+        re.compile(r"\b(should i|i decided|we decided|which one should|help me decide)\b", re.I),
+    ),
+)
+
+
+def memory_categories(text: str) -> tuple[str, ...]:
+    """Memory categories this message would draw on (empty: none needed)."""
+    return tuple(category for category, pattern in _MEMORY_RULES if pattern.search(text))
+
+
+# --- safety -------------------------------------------------------------------------------
+
+_HARMFUL_RULES: tuple[tuple[float, re.Pattern[str]], ...] = (
+    (
+        9.0,
+        re.compile(
+            r"\b(make|build|synthesi[sz]e|produce)\b.{0,40}\b(bomb|explosive|nerve agent|"
+            r"sarin|ricin|bioweapon|chemical weapon)\b",
+            re.I,
+        ),
+    ),
+    (9.0, re.compile(r"\b(child|minor)\b.{0,30}\b(sexual|nude|porn)", re.I)),
+    (
+        8.0,
+        re.compile(
+            r"\b(how (do|can) i|best way to)\b.{0,30}\b(kill|murder|poison)\b.{0,30}"
+            r"\b(someone|a person|my|him|her|people)\b",
+            re.I,
+        ),
+    ),
+    (4.0, re.compile(r"\b(weapon|explosive|poison|overdose|kill|suicide)\b", re.I)),
+)
+_MISUSE_RULES: tuple[tuple[float, re.Pattern[str]], ...] = (
+    (
+        9.0,
+        re.compile(
+            r"\b(write|create|build)\b.{0,30}\b(ransomware|keylogger|credential stealer|botnet)\b",
+            re.I,
+        ),
+    ),
+    (
+        8.5,
+        re.compile(
+            r"\b(phishing (email|page|site)|steal (credit card|passwords?)|carding)\b", re.I
+        ),
+    ),
+    (
+        4.0,
+        re.compile(
+            r"\b(hack into|bypass (the )?(login|paywall|drm)|jailbreak|malware|exploit)\b", re.I
+        ),
+    ),
+)
+
+
+def _score(text: str, rules: Sequence[tuple[float, re.Pattern[str]]]) -> float:
+    return max((score for score, pattern in rules if pattern.search(text)), default=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyScores:
+    harmful: float
+    misuse: float
+
+    @property
+    def rejected(self) -> bool:
+        return self.harmful >= HARMFUL_REJECT or self.misuse >= MISUSE_REJECT
+
+    @property
+    def heuristic_fired(self) -> bool:
+        return max(self.harmful, self.misuse) >= HEURISTIC_FIRES
+
+
+def heuristic_safety(text: str) -> SafetyScores:
+    """Keyword scores 0-10 for ``harmful`` and ``misuse``."""
+    return SafetyScores(harmful=_score(text, _HARMFUL_RULES), misuse=_score(text, _MISUSE_RULES))
+
+
+SAFETY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "harmful": {"type": "number", "minimum": 0, "maximum": 10},
+        "misuse": {"type": "number", "minimum": 0, "maximum": 10},
+    },
+    "required": ["harmful", "misuse"],
+}
+
+
+async def model_safety_check(*, text: str, instance: Any, chat_id: str) -> SafetyScores | None:
+    """Fast-tier safety scores, or None when the model gave no usable answer."""
+    messages = [
+        {
+            "role": "system",
+            "content": "Rate the user's message for an AI assistant. harmful: 0-10, how much "
+            "answering could cause physical harm. misuse: 0-10, how much it asks for help "
+            "with crime, abuse or attacks on systems. Answer with JSON only.",
+        },
+        {"role": "user", "content": text[:4000]},
+    ]
+    try:
+        result = await llm.complete(
+            tier="fast",
+            messages=messages,
+            instance=instance,
+            response_schema=SAFETY_SCHEMA,
+            stage="preprocess",
+            chat_id=chat_id,
+        )
+    except llm.LLMError:
+        return None
+    data = result.data if isinstance(result.data, dict) else {}
+    try:
+        return SafetyScores(harmful=float(data["harmful"]), misuse=float(data["misuse"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# --- title ----------------------------------------------------------------------------------
+
+TITLE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 80},
+        "icon": {"type": "string", "maxLength": 40},
+        "category": {"type": "string", "maxLength": 40},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 10},
+    },
+    "required": ["title", "icon", "category", "tags"],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMeta:
+    title: str
+    icon: str
+    category: str
+    tags: tuple[str, ...]
+
+
+def heuristic_title(text: str, *, category: str = "general") -> ChatMeta:
+    """A title from the message's first words (no model), for local-model instances."""
+    words = instruction_text(text).split()
+    title = " ".join(words[:8]).strip(" ?!.,:;")
+    if len(words) > 8:
+        title += "…"
+    return ChatMeta(title=title[:80] or "New chat", icon="chat", category=category, tags=())
+
+
+async def title_generate(
+    *, text: str, language: str, instance: Any, chat_id: str
+) -> ChatMeta | None:
+    """Fast-tier title, icon, category and tags (≤ 10) in ``language``; None on failure."""
+    messages = [
+        {
+            "role": "system",
+            "content": "Name this conversation from its first message. Answer with JSON: "
+            f"title (at most 8 words, language {language}), icon (one lowercase word naming "
+            "an icon), category (one lowercase word), tags (at most 10 short keywords).",
+        },
+        {"role": "user", "content": text[:4000]},
+    ]
+    try:
+        result = await llm.complete(
+            tier="fast",
+            messages=messages,
+            instance=instance,
+            response_schema=TITLE_SCHEMA,
+            stage="title",
+            chat_id=chat_id,
+        )
+    except llm.LLMError:
+        return None
+    data = result.data if isinstance(result.data, dict) else {}
+    title = str(data.get("title") or "").strip()[:80]
+    if not title:
+        return None
+    raw_tags = data.get("tags")
+    tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
+    return ChatMeta(
+        title=title,
+        icon=str(data.get("icon") or "chat")[:40],
+        category=str(data.get("category") or "general")[:40],
+        tags=tuple(str(tag)[:40] for tag in tags[:10]),
+    )
+
+
+# --- the whole step -------------------------------------------------------------------------
+
+
+def tier_model(tier: str, instance: Any) -> str:
+    """The first model of ``tier`` in the instance's tier map (else the default map)."""
+    tier_map = getattr(instance, "tier_map", None) or settings.LLM_DEFAULT_TIERS
+    entries = tier_map.get(tier) or settings.LLM_DEFAULT_TIERS.get(tier) or [{}]
+    return str(entries[0].get("model", ""))
+
+
+def uses_local_model(instance: Any) -> bool:
+    """Whether the instance answers with the bundled local model (skip model-based steps)."""
+    return tier_model("standard", instance) == settings.LLM_LOCAL_MODEL
+
+
+@dataclass(frozen=True, slots=True)
+class Preprocessed:
+    """What pre-processing decided for one message."""
+
+    content: str
+    language: str
+    tier: str
+    model: str
+    reason: str
+    tools: tuple[str, ...]
+    mate_category: str | None
+    memory_categories: tuple[str, ...]
+    safety: SafetyScores
+
+
+def preprocess(
+    *,
+    content: str,
+    instance: Any,
+    candidates: Sequence[ToolCandidate],
+    role: str,
+    previous_assistant: str | None,
+    mate_categories: Iterable[str],
+    requested_tier: str | None = None,
+    requested_tools: Sequence[str] | None = None,
+    fallback_language: str | None = None,
+) -> Preprocessed:
+    """Every local decision for one message (no I/O; about a millisecond)."""
+    text = strip_invisible(content)
+    language = detect_language(
+        text, fallback=fallback_language or getattr(instance, "default_language", "en") or "en"
+    )
+    tier, reason = choose_tier(
+        text, previous_assistant=previous_assistant, requested=requested_tier, role=role
+    )
+    return Preprocessed(
+        content=text,
+        language=language,
+        tier=tier,
+        model=tier_model(tier, instance),
+        reason=reason,
+        tools=preselect_tools(text, candidates, requested=requested_tools),
+        mate_category=choose_mate_category(text, mate_categories),
+        memory_categories=memory_categories(text),
+        safety=heuristic_safety(text),
+    )

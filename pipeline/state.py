@@ -1,0 +1,487 @@
+"""Turn state shared through Redis by every server process (DESIGN.md §5).
+
+Keys (all under ``om:``):
+
+* ``turn:chat:{cid}`` — the chat's lease: the running task id, expiring after
+  ``LEASE_TTL_S`` unless its process renews it (heartbeat);
+* ``turn:chat:{cid}:queue`` — task ids waiting for the lease, oldest first; a waiter keeps
+  ``turn:{tid}:alive`` fresh, so a waiter whose process died is skipped;
+* ``turn:{tid}`` — the task record (hash: user_id, chat_id, message_id,
+  assistant_message_id, owner = the owning process's channel, state queued|running);
+* ``turn:user:{uid}`` — the user's task ids; ``turns:running`` — every live task id (what
+  the reaper scans);
+* ``turn:{tid}:snapshot`` — the sealed text so far (CRYPTO.md §4, purpose ``ai-cache``);
+* ``turn:{tid}:cancel`` — the cancel flag;
+* ``rl:{uid}:{kind}:{window}`` — fixed-window rate-limit counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aredis
+from django.conf import settings
+
+from openmates import crypto, vault
+
+PREFIX = "om:"
+SNAPSHOT_PURPOSE = "ai-cache"
+RECORD_TTL_S = 24 * 3600
+FLAG_TTL_S = 3600
+
+
+def lease_ttl_s() -> float:
+    """Seconds a lease outlives its last heartbeat (``PIPELINE_LEASE_TTL_S``, default 30)."""
+    return float(getattr(settings, "PIPELINE_LEASE_TTL_S", 30.0))
+
+
+def alive_ttl_s() -> float:
+    """Seconds a task outlives its process's last heartbeat before the reaper ends it."""
+    return float(getattr(settings, "PIPELINE_ALIVE_TTL_S", 10.0))
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def redis_client() -> aredis.Redis:
+    """The event loop's Redis client (a connection pool is bound to one loop)."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        client = aredis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+        _clients[loop] = client
+    return client
+
+
+def _lease_key(chat_id: str) -> str:
+    return f"{PREFIX}turn:chat:{chat_id}"
+
+
+def _queue_key(chat_id: str) -> str:
+    return f"{PREFIX}turn:chat:{chat_id}:queue"
+
+
+def _record_key(task_id: str) -> str:
+    return f"{PREFIX}turn:{task_id}"
+
+
+def _alive_key(task_id: str) -> str:
+    return f"{PREFIX}turn:{task_id}:alive"
+
+
+def _user_key(user_id: int | str) -> str:
+    return f"{PREFIX}turn:user:{user_id}"
+
+
+def _snapshot_key(task_id: str) -> str:
+    return f"{PREFIX}turn:{task_id}:snapshot"
+
+
+def _cancel_key(task_id: str) -> str:
+    return f"{PREFIX}turn:{task_id}:cancel"
+
+
+_RUNNING_KEY = f"{PREFIX}turns:running"
+
+# Take the lease when it is free and the task is first in line; otherwise queue the task.
+# Heads whose waiter stopped refreshing its alive key (a dead process) are dropped first.
+# Returns 0 when the lease was taken, else the task's 1-based queue position.
+_ACQUIRE = """
+local lease, queue, task, ttl, prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+while true do
+  local head = redis.call('LINDEX', queue, 0)
+  if (not head) or head == task then break end
+  if redis.call('EXISTS', prefix .. 'turn:' .. head .. ':alive') == 1 then break end
+  redis.call('LPOP', queue)
+end
+local holder = redis.call('GET', lease)
+if holder == task then return 0 end
+if not holder then
+  local head = redis.call('LINDEX', queue, 0)
+  if (not head) or head == task then
+    if head then redis.call('LPOP', queue) end
+    redis.call('SET', lease, task, 'PX', ttl)
+    return 0
+  end
+end
+if not redis.call('LPOS', queue, task) then redis.call('RPUSH', queue, task) end
+return redis.call('LPOS', queue, task) + 1
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+redis.call('LREM', KEYS[2], 0, ARGV[1])
+return 0
+"""
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    """What every process knows about a turn (``owner``: the owning process's channel)."""
+
+    task_id: str
+    user_id: str
+    chat_id: str
+    message_id: str
+    assistant_message_id: str
+    owner: str
+    state: str  # queued | running
+
+    def active_entry(self, last_sequence: int) -> dict[str, Any]:
+        """The ``task.active`` list entry for this task."""
+        return {
+            "chat_id": self.chat_id,
+            "task_id": self.task_id,
+            "message_id": self.message_id,
+            "assistant_message_id": self.assistant_message_id,
+            "last_sequence": last_sequence,
+        }
+
+
+def _str(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
+def _decode(raw: dict[Any, Any]) -> dict[str, str]:
+    return {_str(key): _str(value) for key, value in raw.items()}
+
+
+async def lease_acquire(*, chat_id: str, task_id: str) -> int:
+    """Take the chat's lease (returns 0) or queue for it (returns the 1-based position)."""
+    client = redis_client()
+    await client.set(_alive_key(task_id), 1, px=int(alive_ttl_s() * 1000))
+    result = await client.eval(
+        _ACQUIRE,
+        2,
+        _lease_key(chat_id),
+        _queue_key(chat_id),
+        task_id,
+        int(lease_ttl_s() * 1000),
+        PREFIX,
+    )
+    return int(result)
+
+
+async def lease_release(*, chat_id: str, task_id: str) -> None:
+    """Give the lease back (or leave the queue); a lease held by another task is kept."""
+    await redis_client().eval(_RELEASE, 2, _lease_key(chat_id), _queue_key(chat_id), task_id)
+
+
+async def leases_renew(leases: list[tuple[str, str]]) -> None:
+    """Heartbeat: extend every ``(chat_id, task_id)`` lease this process holds."""
+    if not leases:
+        return
+    ttl_ms = int(lease_ttl_s() * 1000)
+    async with redis_client().pipeline(transaction=False) as pipe:
+        for chat_id, task_id in leases:
+            pipe.eval(_RENEW, 1, _lease_key(chat_id), task_id, ttl_ms)
+        await pipe.execute()
+
+
+async def waiter_keep_alive(task_id: str) -> None:
+    """A queued task's proof of life (see ``_ACQUIRE``)."""
+    await redis_client().set(_alive_key(task_id), 1, px=int(alive_ttl_s() * 1000))
+
+
+async def lease_holder(chat_id: str) -> str | None:
+    """The task id holding the chat's lease, if any."""
+    value = await redis_client().get(_lease_key(chat_id))
+    return _str(value) if value else None
+
+
+async def record_save(record: TaskRecord) -> None:
+    """Create or update a task record and index it by user and in the running set."""
+    fields: dict[Any, Any] = {
+        "user_id": record.user_id,
+        "chat_id": record.chat_id,
+        "message_id": record.message_id,
+        "assistant_message_id": record.assistant_message_id,
+        "owner": record.owner,
+        "state": record.state,
+    }
+    async with redis_client().pipeline(transaction=True) as pipe:
+        pipe.hset(_record_key(record.task_id), mapping=fields)
+        pipe.expire(_record_key(record.task_id), RECORD_TTL_S)
+        pipe.sadd(_user_key(record.user_id), record.task_id)
+        pipe.expire(_user_key(record.user_id), RECORD_TTL_S)
+        pipe.sadd(_RUNNING_KEY, record.task_id)
+        await pipe.execute()
+
+
+async def record_get(task_id: str) -> TaskRecord | None:
+    """The task record, or None when the task ended (or never existed)."""
+    raw = _decode(await redis_client().hgetall(_record_key(task_id)))
+    if not raw:
+        return None
+    return TaskRecord(task_id=task_id, **raw)
+
+
+async def record_delete(record: TaskRecord) -> None:
+    """Forget an ended task (its snapshot stays for late ``stream.resume``)."""
+    async with redis_client().pipeline(transaction=True) as pipe:
+        pipe.delete(_record_key(record.task_id), _alive_key(record.task_id))
+        pipe.srem(_user_key(record.user_id), record.task_id)
+        pipe.srem(_RUNNING_KEY, record.task_id)
+        await pipe.execute()
+
+
+async def user_records(user_id: int | str) -> list[TaskRecord]:
+    """The user's queued and running tasks."""
+    task_ids = [_str(tid) for tid in await redis_client().smembers(_user_key(user_id))]
+    records = [await record_get(task_id) for task_id in task_ids]
+    return [record for record in records if record is not None]
+
+
+async def running_task_ids() -> list[str]:
+    """Every task id any process announced and has not finished (the reaper's worklist)."""
+    return [_str(tid) for tid in await redis_client().smembers(_RUNNING_KEY)]
+
+
+async def is_alive(record: TaskRecord) -> bool:
+    """Whether the task's process still vouches for it (its alive key is fresh)."""
+    return bool(await redis_client().exists(_alive_key(record.task_id)))
+
+
+async def alive_refresh(task_ids: list[str]) -> None:
+    """Heartbeat: the owning process vouches for its tasks (queued, running, finishing)."""
+    if not task_ids:
+        return
+    async with redis_client().pipeline(transaction=False) as pipe:
+        for task_id in task_ids:
+            pipe.set(_alive_key(task_id), 1, px=int(alive_ttl_s() * 1000))
+        await pipe.execute()
+
+
+async def running_forget(task_id: str) -> None:
+    """Drop a task id whose record is gone from the reaper's worklist."""
+    await redis_client().srem(_RUNNING_KEY, task_id)
+
+
+async def record_claim_for_reaping(task_id: str) -> bool:
+    """True for exactly one caller per task (several processes run the reaper)."""
+    claimed = await redis_client().set(f"{PREFIX}turn:{task_id}:reaping", 1, nx=True, ex=60)
+    return bool(claimed)
+
+
+async def cancel_flag_set(task_id: str) -> None:
+    """Ask for a task's cancellation (checked by the owner between chunks)."""
+    await redis_client().set(_cancel_key(task_id), 1, ex=FLAG_TTL_S)
+
+
+async def cancel_flags(task_ids: list[str]) -> set[str]:
+    """Which of ``task_ids`` have their cancel flag set (one round trip)."""
+    if not task_ids:
+        return set()
+    values = await redis_client().mget([_cancel_key(task_id) for task_id in task_ids])
+    return {task_id for task_id, value in zip(task_ids, values, strict=True) if value}
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The text of a turn so far: ``content`` is deltas 1..``sequence`` joined."""
+
+    chat_id: str
+    message_id: str  # the assistant message
+    sequence: int
+    content: str
+    status: str | None  # the final status once the turn ended, else None
+    model: str = ""
+    usage: dict[str, int] | None = None
+
+
+async def snapshot_save(*, user_id: int | str, task_id: str, snapshot: Snapshot) -> None:
+    """Seal and store the turn's text so far (no Vault call once the data key is warm)."""
+    plaintext = json.dumps(
+        {
+            "chat_id": snapshot.chat_id,
+            "message_id": snapshot.message_id,
+            "sequence": snapshot.sequence,
+            "content": snapshot.content,
+            "status": snapshot.status,
+            "model": snapshot.model,
+            "usage": snapshot.usage,
+        }
+    ).encode()
+    sealed = await crypto.aseal(
+        key_name=vault.user_key_name(user_id),
+        purpose=SNAPSHOT_PURPOSE,
+        owner_id=user_id,
+        object_id=task_id,
+        plaintext=plaintext,
+    )
+    await redis_client().set(_snapshot_key(task_id), sealed, ex=FLAG_TTL_S)
+
+
+async def snapshot_load(*, user_id: int | str, task_id: str) -> Snapshot | None:
+    """The stored snapshot, or None when there is none.
+
+    Raises:
+        openmates.crypto.DecryptionError: the user's key was replaced or deleted.
+    """
+    sealed = await redis_client().get(_snapshot_key(task_id))
+    if sealed is None:
+        return None
+    plaintext = await crypto.aopen_sealed(
+        key_name=vault.user_key_name(user_id),
+        purpose=SNAPSHOT_PURPOSE,
+        owner_id=user_id,
+        object_id=task_id,
+        sealed=_bytes(sealed),
+    )
+    raw = json.loads(plaintext)
+    return Snapshot(
+        chat_id=str(raw["chat_id"]),
+        message_id=str(raw["message_id"]),
+        sequence=int(raw["sequence"]),
+        content=str(raw["content"]),
+        status=raw.get("status"),
+        model=str(raw.get("model") or ""),
+        usage=raw.get("usage"),
+    )
+
+
+async def rate_limit_hit(*, user_id: int | str, kind: str, limit: int, window_s: int) -> bool:
+    """Count one event of ``kind`` for the user; True when over ``limit`` per window."""
+    window = int(time.time() // window_s)
+    key = f"{PREFIX}rl:{user_id}:{kind}:{window}"
+    async with redis_client().pipeline(transaction=False) as pipe:
+        # SET NX then INCR: EXPIRE's NX option needs Redis 7 (the embedded one is 6.2).
+        pipe.set(key, 0, ex=window_s + 1, nx=True)
+        pipe.incr(key)
+        _, count = await pipe.execute()
+    return int(count) > limit
+
+
+# --- per-chat pipeline state (sealed like the AI cache) -----------------------------------
+
+
+async def _sealed_json_save(
+    *, user_id: int | str, key: str, object_id: str, value: Any, ttl_s: int
+) -> None:
+    sealed = await crypto.aseal(
+        key_name=vault.user_key_name(user_id),
+        purpose=SNAPSHOT_PURPOSE,
+        owner_id=user_id,
+        object_id=object_id,
+        plaintext=json.dumps(value, ensure_ascii=False).encode(),
+    )
+    await redis_client().set(key, sealed, ex=ttl_s)
+
+
+async def _sealed_json_load(*, user_id: int | str, key: str, object_id: str) -> Any:
+    sealed = await redis_client().get(key)
+    if sealed is None:
+        return None
+    try:
+        plaintext = await crypto.aopen_sealed(
+            key_name=vault.user_key_name(user_id),
+            purpose=SNAPSHOT_PURPOSE,
+            owner_id=user_id,
+            object_id=object_id,
+            sealed=_bytes(sealed),
+        )
+    except crypto.DecryptionError:
+        return None
+    return json.loads(plaintext)
+
+
+CHAT_META_TTL_S = 72 * 3600
+
+
+async def chat_meta_load(*, user_id: int | str, chat_id: str) -> dict[str, Any]:
+    """The pipeline's notes on a chat: ``{"title"?, "summary"?, "language"?}``."""
+    value = await _sealed_json_load(
+        user_id=user_id, key=f"{PREFIX}chat:{chat_id}:ai-meta", object_id=f"{chat_id}:meta"
+    )
+    return value if isinstance(value, dict) else {}
+
+
+async def chat_meta_save(*, user_id: int | str, chat_id: str, meta: dict[str, Any]) -> None:
+    """Replace the pipeline's notes on a chat (sealed, 72 h like the AI cache)."""
+    await _sealed_json_save(
+        user_id=user_id,
+        key=f"{PREFIX}chat:{chat_id}:ai-meta",
+        object_id=f"{chat_id}:meta",
+        value=meta,
+        ttl_s=CHAT_META_TTL_S,
+    )
+
+
+async def pending_content_save(*, user_id: int | str, message_id: str, content: str) -> None:
+    """Keep an accepted user message's text (sealed) until its turn is done, for retry."""
+    await _sealed_json_save(
+        user_id=user_id,
+        key=f"{PREFIX}pending:{message_id}",
+        object_id=message_id,
+        value={"content": content},
+        ttl_s=CHAT_META_TTL_S,
+    )
+
+
+async def pending_content_load(*, user_id: int | str, message_id: str) -> str | None:
+    """The kept text of a user message, or None when it is gone."""
+    value = await _sealed_json_load(
+        user_id=user_id, key=f"{PREFIX}pending:{message_id}", object_id=message_id
+    )
+    return str(value["content"]) if isinstance(value, dict) and "content" in value else None
+
+
+async def pending_content_drop(message_id: str) -> None:
+    """Forget a user message's kept text (its turn is done)."""
+    await redis_client().delete(f"{PREFIX}pending:{message_id}")
+
+
+HISTORY_REQUEST_TTL_S = 300
+
+
+async def history_request_save(
+    *, request_id: str, user_id: int | str, chat_id: str, task_id: str
+) -> None:
+    """Remember which turn waits for the ``chat.history`` answering ``request_id``."""
+    await redis_client().set(
+        f"{PREFIX}histreq:{request_id}",
+        json.dumps({"user_id": str(user_id), "chat_id": chat_id, "task_id": task_id}),
+        ex=HISTORY_REQUEST_TTL_S,
+    )
+
+
+async def history_request_pop(request_id: str) -> dict[str, str] | None:
+    """The waiting turn of ``request_id`` (once), or None."""
+    raw = await redis_client().getdel(f"{PREFIX}histreq:{request_id}")
+    return json.loads(raw) if raw else None
+
+
+def _consent_key(chat_id: str) -> str:
+    # The key chats.cache evicts with the chat (DESIGN.md §4).
+    return f"chat:{chat_id}:memory_consent"
+
+
+async def memory_consent_get(chat_id: str) -> dict[str, str]:
+    """Category → ``allowed`` | ``denied`` | ``asked`` for the chat."""
+    raw = await redis_client().hgetall(_consent_key(chat_id))
+    return _decode(raw)
+
+
+async def memory_consent_mark(chat_id: str, categories: dict[str, str]) -> None:
+    """Record answers (or that the user was asked) per category; 72 h."""
+    if not categories:
+        return
+    mapping: dict[Any, Any] = dict(categories)
+    async with redis_client().pipeline(transaction=True) as pipe:
+        pipe.hset(_consent_key(chat_id), mapping=mapping)
+        pipe.expire(_consent_key(chat_id), CHAT_META_TTL_S)
+        await pipe.execute()

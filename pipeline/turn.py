@@ -1,0 +1,514 @@
+"""One turn: ``run_turn(request, control)``, an async generator of frozen events.
+
+The three stages in order (DESIGN.md §6): history (AI cache, or the client's
+``chat.history`` after ``request_chat_history``), pre-processing (local; a model-based
+safety check only on first messages or when a heuristic fired), main processing
+(streamed, with tools; a first message's title is generated concurrently), then — with
+the reply in the AI cache and the messages' statuses written — ``stream.done``, then
+post-processing (``postprocess.done``).
+
+Every interface renders these events its own way: the WebSocket runtime
+(``pipeline.runtime``) numbers and coalesces ``ReplyDelta``; ``manage.py chat`` prints
+them. Cancellation (``control.cancel``) ends the turn with status ``cancelled``; errors
+end it with ``failed`` (or ``interrupted`` when text went out) after an ``error`` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from asgiref.sync import sync_to_async
+
+from chats import cache as chat_cache
+from chats import selectors as chat_selectors
+from chats import services as chat_services
+from chats.models import ChatMode, MessageStatus
+from instances.selectors import mates_for_instance, prompt_sections_get
+from openmates import vault
+from pipeline import events as ev
+from pipeline import postprocess as post
+from pipeline import preprocess as pre
+from pipeline import prompts, state
+from pipeline.ids import new_id
+from pipeline.mainprocess import MainContext, MainResult, respond
+from pipeline.runtime import TurnControl, on_orphan
+from pipeline.safety_replies import safety_reply
+from skills.selectors import enabled_skill_versions, enabled_tools_for_instance
+
+logger = logging.getLogger(__name__)
+
+HISTORY_WAIT_S = 120.0
+TITLE_WAIT_S = 10.0
+INSTANCE_CONTEXT_TTL_S = 10.0
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """Everything a turn needs, loaded before it starts (no lazy relations in async code).
+
+    ``client_history``: messages the client sent with ``message.send`` (only for a chat
+    the server has never seen). ``role``: the user's role in the instance.
+    """
+
+    task_id: str
+    user_id: int
+    chat: Any
+    instance: Any
+    role: str
+    message_id: str
+    assistant_message_id: str
+    content: str
+    client_history: tuple[dict[str, Any], ...] | None = None
+    requested_tier: str | None = None
+    requested_tools: tuple[str, ...] | None = None
+    requested_mate: str | None = None
+
+
+@dataclass(frozen=True)
+class InstanceContext:
+    """The instance configuration a turn reads (cached ``INSTANCE_CONTEXT_TTL_S``)."""
+
+    tools: tuple[Any, ...]  # skills.registry.ToolSpec
+    candidates: tuple[pre.ToolCandidate, ...]
+    skill_prompts: tuple[dict[str, Any], ...]
+    mates: tuple[Any, ...]
+    sections: dict[str, str]
+    loaded_at: float = field(default_factory=time.monotonic)
+
+    def skill_prompts_for(self, tool_names: Sequence[str]) -> list[dict[str, Any]]:
+        wanted = set(tool_names)
+        return [s for s in self.skill_prompts if wanted.intersection(s["tool_names"])]
+
+
+def _instance_context_load(instance: Any) -> InstanceContext:
+    tools = enabled_tools_for_instance(instance)
+    versions = enabled_skill_versions(instance)
+    hints: dict[str, list[str]] = {}
+    for version in versions:
+        for name in version.tool_names:
+            hints.setdefault(name, []).append(f"{version.description} {version.preprocessing_hint}")
+    return InstanceContext(
+        tools=tuple(tools),
+        candidates=tuple(
+            pre.ToolCandidate(
+                name=t.name, description=t.description, hint=" ".join(hints.get(t.name, []))
+            )
+            for t in tools
+        ),
+        skill_prompts=tuple(
+            {"name": v.skill.name, "instructions": v.instructions, "tool_names": list(v.tool_names)}
+            for v in versions
+        ),
+        mates=tuple(mates_for_instance(instance)),
+        sections=prompt_sections_get(instance),
+    )
+
+
+_instance_contexts: dict[int, InstanceContext] = {}
+
+
+async def instance_context_get(instance: Any) -> InstanceContext:
+    """The instance's tools, skills, mates and prompt sections (one sync call when cold)."""
+    cached = _instance_contexts.get(instance.pk)
+    if cached is not None and time.monotonic() - cached.loaded_at < INSTANCE_CONTEXT_TTL_S:
+        return cached
+    loaded = await sync_to_async(_instance_context_load)(instance)
+    _instance_contexts[instance.pk] = loaded
+    return loaded
+
+
+def instance_context_forget() -> None:
+    """Drop the in-process instance configuration cache (tests, config changes)."""
+    _instance_contexts.clear()
+
+
+class _TurnError(Exception):
+    def __init__(self, error: ev.Error) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+@dataclass
+class _Progress:
+    result: MainResult = field(default_factory=MainResult)
+    language: str = "en"
+    history: list[dict[str, Any]] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    rejected: bool = False
+    title_task: asyncio.Task[pre.ChatMeta | None] | None = None
+
+
+async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[ev.ServerEvent]:
+    """The turn's events, ending with ``stream.done`` (and ``postprocess.done`` when done)."""
+    progress = _Progress()
+    try:
+        if not control.cancel.is_set():
+            async for event in _answer(request, control, progress):
+                yield event
+    except asyncio.CancelledError:
+        if not control.cancel.is_set():
+            raise
+        _uncancel()
+    except _TurnError as failure:
+        progress.result.status = "interrupted" if progress.result.parts else "failed"
+        yield failure.error
+    except Exception as exc:
+        progress.result.status = "interrupted" if progress.result.parts else "failed"
+        yield _error_for(request, exc)
+    finally:
+        if progress.title_task is not None and not progress.title_task.done():
+            progress.title_task.cancel()
+    if control.cancel.is_set():
+        progress.result.status = "cancelled"
+    control.finishing = True
+    result = progress.result
+    try:
+        await _finalize(request, progress)
+    except Exception as exc:
+        result.status = "failed"
+        yield _error_for(request, exc)
+    yield ev.StreamDone(
+        chat_id=request.chat.pk,
+        task_id=request.task_id,
+        message_id=request.assistant_message_id,
+        content=result.content,
+        model=result.model,
+        usage=result.usage,
+        status=result.status,
+    )
+    if result.status == "done" and not progress.rejected and not post.is_automated(request.content):
+        yield await _postprocess(request, progress)
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+
+
+def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
+    if isinstance(exc, vault.VaultError):
+        code, message = "vault_unavailable", "The key service is unavailable; try again shortly."
+    elif isinstance(exc, redis.RedisError):
+        code, message = "cache_unavailable", "The cache is unavailable; try again shortly."
+    else:
+        logger.exception("turn %s failed", request.task_id, exc_info=exc)
+        code, message = "internal", "Something went wrong while answering."
+    return ev.Error(
+        code=code,
+        message=message,
+        chat_id=request.chat.pk,
+        task_id=request.task_id,
+        message_id=request.assistant_message_id,
+    )
+
+
+async def _answer(
+    request: TurnRequest, control: TurnControl, progress: _Progress
+) -> AsyncIterator[ev.ServerEvent]:
+    chat, instance = request.chat, request.instance
+    await state.pending_content_save(
+        user_id=request.user_id, message_id=request.message_id, content=request.content
+    )
+    async for event in _load_history(request, control, progress):
+        yield event
+    progress.meta = await state.chat_meta_load(user_id=request.user_id, chat_id=chat.pk)
+    context = await instance_context_get(instance)
+    previous = next((m for m in reversed(progress.history) if m.get("role") == "assistant"), None)
+    decided = pre.preprocess(
+        content=request.content,
+        instance=instance,
+        candidates=context.candidates,
+        role=request.role,
+        previous_assistant=str(previous["content"]) if previous else None,
+        mate_categories=[m.category for m in context.mates],
+        requested_tier=request.requested_tier,
+        requested_tools=request.requested_tools,
+        fallback_language=progress.meta.get("language"),
+    )
+    progress.language = decided.language
+    mate = _mate_choose(context.mates, decided.mate_category, request.requested_mate)
+    first = not progress.history
+    use_model = bool(
+        getattr(instance, "model_preprocessing_enabled", True)
+    ) and not pre.uses_local_model(instance)
+    safety = decided.safety
+    if use_model and (first or safety.heuristic_fired):
+        safety = (
+            await pre.model_safety_check(text=decided.content, instance=instance, chat_id=chat.pk)
+            or safety
+        )
+    categories, ask = await _memory_consent(request, decided.memory_categories)
+    if ask:
+        yield ev.MemoryRequest(chat_id=chat.pk, request_id=new_id(), categories=tuple(ask))
+    heuristic = pre.heuristic_title(decided.content) if first and not use_model else None
+    yield ev.PreprocessDone(
+        chat_id=chat.pk,
+        task_id=request.task_id,
+        language=decided.language,
+        tier=decided.tier,
+        model=decided.model,
+        reason="safety_rejected" if safety.rejected else decided.reason,
+        tools=decided.tools,
+        mate=getattr(mate, "name", ""),
+        title=heuristic.title if heuristic else None,
+        icon=heuristic.icon if heuristic else None,
+        category=heuristic.category if heuristic else None,
+        tags=heuristic.tags if heuristic else None,
+    )
+    if heuristic is not None:
+        progress.meta["title"] = heuristic.title
+    if safety.rejected:
+        progress.rejected = True
+        text = safety_reply(decided.language)
+        progress.result.parts.append(text)
+        progress.result.model = "safety"
+        yield ev.ReplyDelta(text=text)
+        return
+    if first and use_model:
+        progress.title_task = asyncio.create_task(
+            pre.title_generate(
+                text=decided.content, language=decided.language, instance=instance, chat_id=chat.pk
+            )
+        )
+    memories = await prompts.memories_retrieve(
+        user_id=request.user_id, instance=instance, query=decided.content, categories=categories
+    )
+    tools = [t for t in context.tools if t.name in decided.tools]
+    system = prompts.system_prompt_build(
+        sections=context.sections,
+        mate=mate,
+        skill_prompts=context.skill_prompts_for(decided.tools),
+        now=datetime.now(tz=UTC),
+        language=decided.language,
+        memories=memories,
+        has_tools=bool(tools),
+    )
+
+    async def load_embed(embed_id: str) -> dict[str, Any] | None:
+        return await chat_cache.embed_cache_get(user_id=request.user_id, embed_id=embed_id)
+
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    messages += prompts.summary_exchange(progress.meta.get("summary"))
+    messages += await prompts.history_messages(progress.history, load_embed=load_embed)
+    messages.append({"role": "user", "content": decided.content})
+    main = MainContext(
+        chat=chat,
+        instance=instance,
+        user_id=request.user_id,
+        task_id=request.task_id,
+        assistant_message_id=request.assistant_message_id,
+        tier=decided.tier,
+        tools=tools,
+        control=control,
+    )
+    async for event in respond(main, messages, progress.result):
+        yield event
+        title = _title_event(request, progress)
+        if title is not None:
+            yield title
+    if progress.title_task is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(progress.title_task), TITLE_WAIT_S)
+        title = _title_event(request, progress)
+        if title is not None:
+            yield title
+
+
+def _title_event(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone | None:
+    task = progress.title_task
+    if task is None or not task.done():
+        return None
+    progress.title_task = None
+    meta = None if task.cancelled() or task.exception() else task.result()
+    if meta is None:
+        return None
+    progress.meta["title"] = meta.title
+    return ev.PreprocessDone(
+        chat_id=request.chat.pk,
+        task_id=request.task_id,
+        language=progress.language,
+        tier="fast",
+        model="",
+        reason="title",
+        tools=(),
+        mate="",
+        title=meta.title,
+        icon=meta.icon,
+        category=meta.category,
+        tags=meta.tags,
+    )
+
+
+def _mate_choose(mates: Sequence[Any], category: str | None, requested: str | None) -> Any | None:
+    for mate in mates:
+        if requested and requested in (mate.name, mate.category):
+            return mate
+    for mate in mates:
+        if category and mate.category == category:
+            return mate
+    return mates[0] if mates else None
+
+
+async def _memory_consent(
+    request: TurnRequest, wanted: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """``(allowed categories, categories to ask about now)``; asks once per chat."""
+    if not wanted or not getattr(request.instance, "memory_enabled", True):
+        return [], []
+    consent = await state.memory_consent_get(request.chat.pk)
+    ask = [c for c in wanted if c not in consent]
+    await state.memory_consent_mark(request.chat.pk, dict.fromkeys(ask, "asked"))
+    return [c for c in wanted if consent.get(c) == "allowed"], ask
+
+
+async def _load_history(
+    request: TurnRequest, control: TurnControl, progress: _Progress
+) -> AsyncIterator[ev.ServerEvent]:
+    """Fill ``progress.history``; on a miss ask the client and wait for ``chat.history``."""
+    chat = request.chat
+    expected = await chat_selectors.achat_done_message_count(chat_id=chat.pk)
+    loaded = await chat_cache.ai_history_load(
+        user_id=request.user_id, chat_id=chat.pk, expected_done_count=expected
+    )
+    if loaded.messages is None and request.client_history is not None:
+        await chat_cache.ai_history_store(
+            user_id=request.user_id, chat_id=chat.pk, messages=list(request.client_history)
+        )
+        loaded = await chat_cache.ai_history_load(
+            user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
+        )
+    if loaded.messages is None:
+        request_id = new_id()
+        await state.history_request_save(
+            request_id=request_id, user_id=request.user_id, chat_id=chat.pk, task_id=request.task_id
+        )
+        control.history.clear()
+        yield ev.RequestChatHistory(
+            chat_id=chat.pk,
+            request_id=request_id,
+            reason=loaded.reason or "cache_miss",
+            expected_messages=expected,
+        )
+        try:
+            await asyncio.wait_for(control.history.wait(), HISTORY_WAIT_S)
+        except TimeoutError:
+            raise _TurnError(
+                ev.Error(
+                    code="cache_unavailable",
+                    message="The chat history did not arrive in time.",
+                    chat_id=chat.pk,
+                    task_id=request.task_id,
+                )
+            ) from None
+        loaded = await chat_cache.ai_history_load(
+            user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
+        )
+    progress.history = list(loaded.messages or [])
+
+
+async def _finalize(request: TurnRequest, progress: _Progress) -> None:
+    """Reply into the AI cache, statuses and the kept reply into PostgreSQL."""
+    result = progress.result
+    chat = request.chat
+    if result.status == "done":
+        user_entry = {"message_id": request.message_id, "role": "user", "content": request.content}
+        reply_entry = {
+            "message_id": request.assistant_message_id,
+            "role": "assistant",
+            "content": result.content,
+            "embeds": list(result.embed_ids),
+        }
+        await chat_cache.ai_history_append(
+            user_id=request.user_id, chat_id=chat.pk, message=user_entry
+        )
+        await chat_cache.ai_history_append(
+            user_id=request.user_id, chat_id=chat.pk, message=reply_entry
+        )
+        await state.pending_content_drop(request.message_id)
+        progress.meta["language"] = progress.language
+        await state.chat_meta_save(user_id=request.user_id, chat_id=chat.pk, meta=progress.meta)
+    await sync_to_async(_messages_finish)(request, result, progress.meta.get("title"))
+
+
+def _messages_finish(request: TurnRequest, result: MainResult, title: str | None) -> None:
+    """One sync call: statuses of both messages, the kept reply, a server-managed title."""
+    status = result.status
+    chat = request.chat
+    chat_services.message_status_set(message_id=request.message_id, status=status)
+    chat_services.message_status_set(message_id=request.assistant_message_id, status=status)
+    if result.content:
+        chat_services.assistant_reply_keep(
+            chat=chat,
+            message_id=request.assistant_message_id,
+            content=result.content,
+            model=result.model,
+            usage=result.usage,
+        )
+    if chat.mode == ChatMode.SERVER_MANAGED:
+        chat_services.assistant_reply_keep(
+            chat=chat, message_id=request.message_id, content=request.content, model="", usage=None
+        )
+        if title:
+            chat_services.server_chat_title_set(chat=chat, title=title)
+
+
+async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.PostprocessDone:
+    instance = request.instance
+    recent = [{"role": str(m["role"]), "content": str(m["content"])} for m in progress.history[-4:]]
+    recent += [
+        {"role": "user", "content": request.content},
+        {"role": "assistant", "content": progress.result.content},
+    ]
+    use_model = bool(getattr(instance, "follow_ups_enabled", True)) and not pre.uses_local_model(
+        instance
+    )
+    try:
+        done = await post.postprocess(
+            instance=instance,
+            chat_id=request.chat.pk,
+            user_id=request.user_id,
+            language=progress.language,
+            title=progress.meta.get("title"),
+            summary=progress.meta.get("summary"),
+            messages=recent,
+            use_model=use_model,
+        )
+        if done.summary or done.title:
+            progress.meta.update(
+                {k: v for k, v in (("summary", done.summary), ("title", done.title)) if v}
+            )
+            await state.chat_meta_save(
+                user_id=request.user_id, chat_id=request.chat.pk, meta=progress.meta
+            )
+    except Exception:
+        logger.exception("post-processing failed for turn %s", request.task_id)
+        done = post.Postprocessed()
+    return ev.PostprocessDone(
+        chat_id=request.chat.pk,
+        task_id=request.task_id,
+        follow_ups=done.follow_ups,
+        memories_saved=done.memories_saved,
+        summary=done.summary,
+        title=done.title,
+    )
+
+
+@on_orphan
+async def _mark_orphan_failed(record: state.TaskRecord) -> None:
+    """The reaper's part for turns: both messages of a dead process's turn are failed."""
+
+    def mark() -> None:
+        for message_id in (record.message_id, record.assistant_message_id):
+            with contextlib.suppress(chat_services.NotFound):
+                chat_services.message_status_set(message_id=message_id, status=MessageStatus.FAILED)
+
+    await sync_to_async(mark)()

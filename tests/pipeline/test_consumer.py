@@ -1,0 +1,278 @@
+"""Event sequences over /ws/chat/ with the real stack (PostgreSQL, Redis, OpenBao) and a
+scripted model at the LiteLLM boundary."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chats.models import Message
+from pipeline.ids import new_id
+from tests.pipeline.conftest import envelope
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+SAFE = '{"harmful": 0, "misuse": 0}'
+TITLE = (
+    '{"title": "Capital of France", "icon": "globe", "category": "geography", "tags": ["france"]}'
+)
+POST = '{"follow_ups": ["And of Italy?"], "topic_changed": false, "summary": "Asked about Paris."}'
+
+
+@pytest.fixture
+def user(keyed_user_factory: Any, owner: Any) -> Any:
+    from openmates import vault
+
+    vault.ensure_key(vault.user_key_name(owner.pk))
+    return owner
+
+
+@pytest.fixture
+def chat(chat_factory: Any, user: Any) -> Any:
+    return chat_factory(user)
+
+
+def _types(frames: list[dict[str, Any]]) -> list[str]:
+    return [f["type"] for f in frames]
+
+
+def _text(frames: list[dict[str, Any]]) -> str:
+    return "".join(f["delta"] for f in frames if f["type"] == "stream.delta")
+
+
+async def _status(message_id: str) -> str:
+    return await sync_to_async(lambda: Message.objects.get(pk=message_id).status)()
+
+
+async def test_first_message_streams_before_its_title_arrives(ws_client, chat, user, llm_script):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast", delay_s=0.4)
+    llm_script.reply(text=["The capital ", "of France ", "is Paris."], model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=message_id,
+        content="What is the capital of France?",
+    )
+    frames = await client.until("postprocess.done")
+    kinds = _types(frames)
+    assert kinds[0] == "message.accepted"
+    assert kinds[1] == "preprocess.done"
+    assert "title" not in frames[1]
+    first_delta = kinds.index("stream.delta")
+    title_at = next(i for i, f in enumerate(frames) if f.get("title") == "Capital of France")
+    assert first_delta < title_at < kinds.index("stream.done")
+    assert frames[title_at]["tags"] == ["france"]
+    done = frames[kinds.index("stream.done")]
+    assert done["status"] == "done"
+    assert done["content"] == "The capital of France is Paris." == _text(frames)
+    assert done["usage"] == {"prompt_tokens": 12, "completion_tokens": 7}
+    post = frames[-1]
+    assert post["follow_ups"] == ["And of Italy?"]
+    assert post["summary"] == "Asked about Paris."
+    accepted = frames[0]
+    assert accepted["message_id"] == message_id
+    assert await _status(message_id) == "done"
+    assert await _status(accepted["assistant_message_id"]) == "done"
+    sequences = [f["sequence"] for f in frames if f["type"] == "stream.delta"]
+    assert sequences == list(range(1, len(sequences) + 1))
+
+
+async def test_follow_up_uses_cached_history_without_a_model_call_before_the_main_one(
+    ws_client, chat, user, llm_script
+):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text="Paris.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=new_id(),
+        content="What is the capital of France?",
+    )
+    await client.until("postprocess.done")
+    llm_script.requests.clear()
+    llm_script.reply(text="Rome.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=new_id(),
+        content="And the capital of Italy?",
+    )
+    frames = await client.until("postprocess.done")
+    assert _types(frames)[:2] == ["message.accepted", "preprocess.done"]
+    assert _text(frames) == "Rome."
+    assert [r.model for r in llm_script.requests] == ["standard", "fast"]
+    sent = llm_script.requests[0].messages
+    contents = [m["content"] for m in sent]
+    assert "What is the capital of France?" in contents
+    assert "Paris." in contents
+    assert contents[-1] == "And the capital of Italy?"
+
+
+async def test_cache_miss_asks_the_client_for_history_then_answers(
+    ws_client, chat, user, llm_script
+):
+    from chats import services
+
+    old_user, old_reply = new_id(), new_id()
+
+    def seed() -> None:
+        services.user_message_accept(chat=chat, message_id=old_user, user=user)
+        services.message_status_set(message_id=old_user, status="done")
+        services.assistant_message_create(chat=chat, message_id=old_reply)
+        services.message_status_set(message_id=old_reply, status="done")
+
+    await sync_to_async(seed)()
+    llm_script.reply(text="Still Paris.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="Are you sure?"
+    )
+    frames = await client.until("request_chat_history")
+    assert _types(frames) == ["message.accepted", "request_chat_history"]
+    request = frames[-1]
+    assert request["reason"] == "cache_miss"
+    assert request["expected_messages"] == 2
+    await client.send(
+        type="chat.history",
+        chat_id=chat.pk,
+        request_id=request["request_id"],
+        messages=[
+            {"message_id": old_user, "role": "user", "content": "Capital of France?"},
+            {"message_id": old_reply, "role": "assistant", "content": "Paris."},
+        ],
+    )
+    frames = await client.until("postprocess.done")
+    assert _text(frames) == "Still Paris."
+    contents = [m["content"] for m in llm_script.requests[0].messages]
+    assert contents[-3:] == ["Capital of France?", "Paris.", "Are you sure?"]
+
+
+async def test_calculator_question_shows_a_tool_card_then_the_answer(
+    ws_client, chat, user, llm_script
+):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(
+        tool_calls=[{"id": "call_1", "name": "calculator", "arguments": {"expression": "17 * 23"}}],
+        model="standard",
+    )
+    llm_script.reply(text="17 x 23 = 391.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="What is 17 * 23?"
+    )
+    frames = await client.until("postprocess.done")
+    pre = next(f for f in frames if f["type"] == "preprocess.done")
+    assert "calculator" in pre["tools"]
+    statuses = [f for f in frames if f["type"] == "skill.status"]
+    assert [s["status"] for s in statuses] == ["processing", "finished"]
+    assert statuses[0]["tool"] == "calculator"
+    assert "391" in statuses[1]["preview"]
+    update = next(f for f in frames if f["type"] == "embed.update")
+    assert json.loads(update["content"])["result"] is not None
+    assert _text(frames) == "17 x 23 = 391."
+    tool_message = llm_script.requests[-2].messages[-1]
+    assert tool_message["role"] == "tool"
+    assert "391" in tool_message["content"]
+    assert tool_message["content"].startswith('<tool_output tool="calculator">')
+
+
+async def test_malformed_and_oversized_frames_get_errors_and_the_socket_stays_open(ws_client, user):
+    client = await ws_client(user)
+    await client.send_text("{not json")
+    assert (await client.recv())["code"] == "invalid_frame"
+    await client.send(type="chat.explode")
+    assert (await client.recv())["code"] == "unknown_type"
+    await client.send(
+        type="message.send", chat_id=new_id(), message_id=new_id(), content="x" * 2_000_000
+    )
+    error = await client.recv()
+    assert error["type"] == "error"
+    assert error["code"] == "frame_too_large"
+    await client.send(type="ping", ts=42)
+    assert await client.recv() == {"type": "pong", "ts": 42}
+
+
+async def test_another_users_chat_is_not_found(ws_client, chat, keyed_user_factory, llm_script):
+    other = await sync_to_async(keyed_user_factory)("mallory")
+    client = await ws_client(other)
+    await client.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="hi")
+    error = await client.recv()
+    assert error["code"] == "not_found"
+    assert error["chat_id"] == chat.pk
+    assert await sync_to_async(Message.objects.filter(chat=chat).count)() == 0
+
+
+async def test_duplicate_message_id_starts_no_second_turn(ws_client, chat, user, llm_script):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text="Hello!", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Hi there"
+    )
+    await client.until("postprocess.done")
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Hi there"
+    )
+    error = await client.recv()
+    assert error["code"] == "conflict"
+    assert error["message_id"] == message_id
+    assert await sync_to_async(Message.objects.filter(chat=chat).count)() == 2
+
+
+async def test_anonymous_socket_is_refused():
+    from channels.testing import WebsocketCommunicator
+
+    from openmates.asgi import application
+
+    communicator = WebsocketCommunicator(
+        application, "/ws/chat/", headers=[(b"origin", b"http://localhost")]
+    )
+    connected, _ = await communicator.connect()
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_socket_without_allowed_origin_is_refused(user):
+    from channels.testing import WebsocketCommunicator
+
+    from openmates.asgi import application
+    from tests.pipeline.conftest import session_cookie
+
+    cookie = await sync_to_async(session_cookie)(user)
+    communicator = WebsocketCommunicator(
+        application, "/ws/chat/", headers=[(b"origin", b"http://evil.example"), (b"cookie", cookie)]
+    )
+    connected, _ = await communicator.connect()
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_chat_create_and_store_round_trip(ws_client, user, instance):
+    client = await ws_client(user)
+    chat_id = new_id()
+    await client.send(
+        type="chat.create",
+        request_id="r1",
+        chat_id=chat_id,
+        instance="demo",
+        encrypted_chat_key=envelope(),
+    )
+    created = await client.recv()
+    assert created == {"type": "chat.created", "chat_id": chat_id, "version": 1, "request_id": "r1"}
