@@ -426,7 +426,7 @@ class Runner:
                 "127.0.0.1",
                 "--port",
                 str(self.port),
-                "openmates.asgi:application",
+                "openmates.runlocal.asgi:application",
             ],
             env=self.child_env(),
             cwd=BASE_DIR,

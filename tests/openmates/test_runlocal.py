@@ -149,6 +149,10 @@ def test_runlocal_serves_stops_on_sigint_and_keeps_data_on_the_next_start(
         first.wait_for("OpenMates is running")
         page = httpx.get(f"http://127.0.0.1:{port}/", timeout=10, follow_redirects=True)
         assert page.status_code == 200
+        # Served like runserver does: there is no proxy in front of the embedded default.
+        asset = next(path for path in (BASE_DIR / "static").rglob("*.css") if path.is_file())
+        url = f"http://127.0.0.1:{port}/static/{asset.relative_to(BASE_DIR / 'static')}"
+        assert httpx.get(url, timeout=10).content == asset.read_bytes()
         recorded = json.loads((data_dir / "services.json").read_text())
         assert (data_dir / "services.json").stat().st_mode & 0o777 == 0o600
         assert {"DATABASE_URL", "REDIS_URL", "VAULT_ADDR", "VAULT_TOKEN", "SECRET_KEY"} <= set(
