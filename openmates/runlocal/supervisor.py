@@ -240,7 +240,9 @@ class Runner:
         Raises:
             ServiceError: a service did not start (the others are stopped by ``run``).
         """
-        self.recorded["SECRET_KEY"] = os.environ.get("SECRET_KEY") or secret_key(self.directory)
+        if not os.environ.get("SECRET_KEY"):
+            # Generated once per data dir; a SECRET_KEY from the environment is not copied.
+            self.recorded["SECRET_KEY"] = secret_key(self.directory)
         starters: dict[str, Callable[[], dict[str, str]]] = {}
         for variable, name, prepare in (
             ("DATABASE_URL", "PostgreSQL (pgvector)", self.prepare_postgres),
