@@ -11,6 +11,7 @@ with an ordinary ``[DONE]``).
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import threading
@@ -100,8 +101,9 @@ class LocalModelServer:
         if self.model_path.exists() and self.model_path.stat().st_size == expected:
             return self.model_path
         self.model_path.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.model_path.with_suffix(".gguf.partial")
-        partial.unlink(missing_ok=True)
+        # Per process: two test sessions may assemble into the same cache at once; the
+        # rename below is atomic, so each ends with a complete, verified file.
+        partial = self.model_path.with_name(f".{GGUF_FILE}.{os.getpid()}.partial")
         self._assemble_with_progress(partial, expected)
         partial.replace(self.model_path)
         return self.model_path
