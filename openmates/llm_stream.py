@@ -301,30 +301,32 @@ class StreamNormaliser:
 def base_model_prompt(messages: list[dict[str, Any]], *, max_chars: int) -> str:
     """A plain transcript for a base model behind a completions endpoint.
 
-    System text first, then ``User:`` / ``Assistant:`` turns, ending with ``Assistant:``
-    for the model to continue. The oldest turns are dropped until the prompt fits in
-    ``max_chars`` (the last turn is cut from its start if it alone is too long).
+    System text first, then the turns as ``Q:`` / ``A:`` lines, ending with ``A:`` for the
+    model to continue (the bundled Gemma 3 270M base model answers a ``Q:``/``A:`` prompt
+    far better than a ``User:``/``Assistant:`` one or its chat template). The oldest
+    turns are dropped until the prompt fits in ``max_chars`` (the last turn is cut from
+    its start if it alone is too long).
     """
     system = "\n\n".join(
         _content_text(m.get("content")) for m in messages if m.get("role") == "system"
     ).strip()
     turns = [_turn_line(m) for m in messages if m.get("role") != "system"]
     head = f"{system}\n\n" if system else ""
-    tail = "Assistant:"
-    while len(turns) > 1 and len(head) + sum(len(t) + 2 for t in turns) + len(tail) > max_chars:
+    tail = "A:"
+    while len(turns) > 1 and len(head) + sum(len(t) + 1 for t in turns) + len(tail) > max_chars:
         turns.pop(0)
-    body = "".join(f"{t}\n\n" for t in turns)
+    body = "".join(f"{t}\n" for t in turns)
     prompt = f"{head}{body}{tail}"
     return prompt if len(prompt) <= max_chars else prompt[-max_chars:]
 
 
-# A base model continues the transcript with the next "User:" line unless stopped.
-BASE_MODEL_STOP = ["\nUser:", "\nAssistant:"]
+# A base model continues the transcript with the next "Q:" line unless stopped.
+BASE_MODEL_STOP = ["\nQ:", "\nA:"]
 
 
 def _turn_line(message: dict[str, Any]) -> str:
     role = message.get("role")
-    label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}.get(str(role), "User")
+    label = {"user": "Q", "assistant": "A", "tool": "Tool result"}.get(str(role), "Q")
     return f"{label}: {_content_text(message.get('content')).strip()}"
 
 

@@ -309,8 +309,8 @@ async def test_base_model_route_sends_a_transcript_to_the_completions_endpoint(
     assert events[-1] == Finish("stop", "text-completion-openai/gemma-3-270m")
     sent = llm_wire.requests[0]
     assert sent["path"] == "/v1/completions"
-    assert sent["body"]["prompt"] == "You are brief.\n\nUser: Capital of France?\n\nAssistant:"
-    assert sent["body"]["stop"] == ["\nUser:", "\nAssistant:"]
+    assert sent["body"]["prompt"] == "You are brief.\n\nQ: Capital of France?\nA:"
+    assert sent["body"]["stop"] == ["\nQ:", "\nA:"]
     assert sent["body"]["max_tokens"] == 64
     assert "tools" not in sent["body"]
 
@@ -319,12 +319,12 @@ def test_base_model_prompt_drops_the_oldest_turns_to_fit() -> None:
     from openmates.llm_stream import base_model_prompt
 
     messages = [{"role": "system", "content": "S"}] + [
-        {"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}"} for n in range(10)
+        {"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}"} for n in range(9)
     ]
 
-    prompt = base_model_prompt(messages, max_chars=60)
+    prompt = base_model_prompt(messages, max_chars=36)
 
-    assert prompt == "S\n\nUser: turn 8\n\nAssistant: turn 9\n\nAssistant:"
+    assert prompt == "S\n\nQ: turn 6\nA: turn 7\nQ: turn 8\nA:"
 
 
 # --- the AI call log ---

@@ -67,7 +67,7 @@ async def test_bundled_model_completes_streams_and_local_embeddings_work(local_t
 
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text.strip()
-    assert "User:" not in text  # the stop sequences end the turn
+    assert "Q:" not in text  # the stop sequences end the turn
     assert isinstance(events[-1], Finish)
     assert events[-1].model == local_tiers
     assert events[-1].reason in {"stop", "length"}
