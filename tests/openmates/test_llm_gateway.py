@@ -575,3 +575,44 @@ async def test_embedding_provider_error_is_an_llm_error(llm_script: Any, setting
         await llm.embed(["a"])
 
     assert (info.value.code, info.value.retryable) == ("rate_limited", True)
+
+
+async def test_provider_errors_echoing_the_prompt_are_not_logged(
+    llm_script: Any, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    chain(settings, "scripted/strict", tier="fast")
+    settings.LLM_RETRIES = 0
+    private = "private-words-of-the-user"
+    llm_script.reply(error=400, error_message=f"Invalid request: messages[0]={private}")
+
+    with pytest.raises(llm.LLMError) as info:
+        await llm.complete(tier="fast", messages=[{"role": "user", "content": private}])
+
+    assert info.value.code == "bad_request"
+    assert private not in str(info.value)
+    assert private not in caplog.text
+
+
+@pytest.mark.django_db
+def test_ai_calls_are_read_only_in_the_admin(admin_client: Any) -> None:
+    AICall.objects.create(
+        kind="completion",
+        stage="title",
+        tier="fast",
+        provider="openai",
+        model="openai/gpt-4o-mini",
+        prompt_tokens=10,
+        completion_tokens=2,
+        latency_ms=12.5,
+        outcome="ok",
+    )
+
+    listing = admin_client.get("/admin/openmates/aicall/")
+    adding = admin_client.get("/admin/openmates/aicall/add/")
+
+    assert listing.status_code == 200
+    assert b"openai/gpt-4o-mini" in listing.content
+    assert adding.status_code == 403
