@@ -70,7 +70,7 @@ def _python_client() -> dict[str, Any]:
         "chatKey": _b64(wrapped_chat),
         "title": _b64(
             _envelope(
-                chat_key, chat_key_id, "Trip plans".encode(),
+                chat_key, chat_key_id, b"Trip plans",
                 field_ad.format(CHAT_ID, "title", "-", 4),
             )
         ),
