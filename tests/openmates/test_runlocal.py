@@ -25,7 +25,7 @@ import pytest
 
 from openmates.runlocal.llama import LocalModelServer
 from openmates.runlocal.process import ServiceError, free_port, port_in_use
-from openmates.runlocal.supervisor import data_dir_lock, secret_key, write_private
+from openmates.runlocal.supervisor import data_dir_lock, secret_key, stop_strays, write_private
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 SERVICE_VARIABLES = (
@@ -232,3 +232,27 @@ def test_local_model_server_runs_with_a_large_context_and_no_request_interruptio
     assert command[command.index("--host") + 1] == "127.0.0.1"
     assert server.api_base == "http://127.0.0.1:8123/v1"
     assert server.model_path == tmp_path.resolve() / "models" / "gemma-3-270m-q4_k_m.gguf"
+
+
+def test_a_server_left_behind_by_a_killed_run_is_stopped_on_the_next_start(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "var"
+    # Stands in for an OpenBao whose runner was killed: same command-line marker.
+    stray = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            f"-config={directory / 'openbao' / 'openbao.hcl'}",
+        ]
+    )
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        stop_strays(directory)
+        assert stray.wait(5) == -signal.SIGTERM
+        assert other.poll() is None
+    finally:
+        for process in (stray, other):
+            process.kill()
+            process.wait()
