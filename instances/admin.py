@@ -13,7 +13,7 @@ Apps above ``instances`` add their own inlines to the instance page through
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
@@ -34,6 +34,7 @@ from instances.services import (
     channel_config_set,
     instance_config_saved,
     instance_create,
+    instance_delete,
     instance_secret_delete,
     instance_secret_set,
 )
@@ -97,11 +98,46 @@ class MateInline(InstanceScopedInline, admin.StackedInline):
     fields = ("name", "category", "description", "system_prompt", "is_default")
 
 
+class InstanceMemberFormSet(BaseInlineFormSet):
+    """Keeps at least one owner; only owners and superusers grant or take the owner role."""
+
+    may_manage_owners = False
+
+    def clean(self) -> None:
+        super().clean()
+        owners = 0
+        for form in self.forms:
+            if not hasattr(form, "cleaned_data") or not form.cleaned_data:
+                continue
+            deleted = form.cleaned_data.get("DELETE", False)
+            role = form.cleaned_data.get("role")
+            was_owner = form.instance.pk and form.initial.get("role") == InstanceMember.Role.OWNER
+            touches_owner = (role == InstanceMember.Role.OWNER and form.has_changed()) or (
+                was_owner and (deleted or role != InstanceMember.Role.OWNER)
+            )
+            if touches_owner and not self.may_manage_owners:
+                raise forms.ValidationError("Only an owner can grant or remove the owner role.")
+            if not deleted and role == InstanceMember.Role.OWNER:
+                owners += 1
+        if owners == 0:
+            raise forms.ValidationError("An instance keeps at least one owner.")
+
+
 class InstanceMemberInline(InstanceScopedInline, admin.TabularInline):
     model = InstanceMember
+    formset = InstanceMemberFormSet
     fields = ("user", "role", "created_at")
     readonly_fields = ("created_at",)
     raw_id_fields = ("user",)
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        formset = cast("type[InstanceMemberFormSet]", super().get_formset(request, obj, **kwargs))
+        user = request.user
+        formset.may_manage_owners = bool(user.is_superuser) or (
+            obj is not None
+            and obj.members.filter(user=user, role=InstanceMember.Role.OWNER).exists()
+        )
+        return formset
 
 
 class InstanceSecretForm(forms.ModelForm):
@@ -277,6 +313,13 @@ class InstanceAdmin(admin.ModelAdmin):
         if user.is_superuser:
             return True
         return obj is not None and obj.members.filter(user=user, role="owner").exists()
+
+    def delete_model(self, request: HttpRequest, obj: Instance) -> None:
+        instance_delete(instance=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Instance]) -> None:
+        for instance in queryset:
+            instance_delete(instance=instance)
 
     def save_model(self, request: HttpRequest, obj: Instance, form: Any, change: bool) -> None:
         if change:

@@ -45,6 +45,7 @@ __all__ = [
     "channel_error_record",
     "instance_config_saved",
     "instance_create",
+    "instance_delete",
     "instance_keys_rotate",
     "instance_member_set",
     "instance_secret_delete",
@@ -100,6 +101,27 @@ def instance_create(
     instance.key_version = vault.key_latest_version(key_name)
     instance.save(update_fields=["key_version"])
     return instance
+
+
+def instance_delete(*, instance: Instance) -> None:
+    """Delete an instance with everything it owns, then crypto-shred its transit key.
+
+    The key is deleted after the rows commit, so a rolled-back delete never loses the key;
+    anything sealed under it (copies in backups included) becomes unreadable.
+
+    Raises:
+        openmates.vault.VaultError: from the key deletion (the rows are already gone; run
+            ``vault.delete_key`` again for ``instance-<id>``).
+    """
+    key_name = _key_name(instance)
+
+    def shred() -> None:
+        vault.delete_key(key_name)
+        crypto.forget_key(key_name)
+
+    with transaction.atomic():
+        instance.delete()
+        transaction.on_commit(shred)
 
 
 def instance_member_set(*, instance: Instance, user: Any, role: str) -> InstanceMember:
