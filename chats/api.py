@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from chats import selectors, services
 from chats.models import Chat
-from chats.sync import chat_metadata, message_metadata
+from chats.sync import chat_metadata, message_metadata, with_server_copies
 from instances.selectors import instance_get_for_user
 
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
@@ -127,7 +127,9 @@ class ChatMessagesApi(APIView):
             since = max(0, int(request.query_params.get("since", "0")))
         except ValueError:
             return Response({"code": "invalid_request", "message": "since is an integer"}, 400)
-        messages = [message_metadata(m) for m in selectors.messages_since(chat=chat, version=since)]
+        messages = with_server_copies(
+            chat, [message_metadata(m) for m in selectors.messages_since(chat=chat, version=since)]
+        )
         return Response({"chat_id": chat.pk, "version": chat.version, "messages": messages})
 
 
@@ -208,6 +210,8 @@ class UserKeysApi(APIView):
             keys = services.user_keys_set(user=request.user, **body.validated_data)
         except services.VersionConflict as exc:
             return _conflict(exc)
+        except ValueError as exc:
+            return Response({"code": "invalid_request", "message": str(exc)}, status=400)
         return Response({"version": keys.version})
 
 

@@ -19,6 +19,8 @@ Versions and associated data (CRYPTO.md §3):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 from typing import Any
 
@@ -443,6 +445,46 @@ def embed_store(*, chat: Chat, embed_id: str, encrypted_content: str, version: i
 # --- User keys and the account -------------------------------------------------------
 
 
+PBKDF2_MIN_ITERATIONS = 600_000
+ARGON2_MIN_MEMORY_KIB = 64 * 1024
+ARGON2_MIN_TIME = 3
+KDF_MIN_SALT_BYTES = 16
+
+
+def kdf_check(kdf: dict[str, Any]) -> None:
+    """Refuse KDF parameters below CRYPTO.md §2's floor (the client refuses them too).
+
+    Accepts ``{"name": "PBKDF2", "hash": "SHA-256", "iterations" >= 600000, "salt": b64
+    of >= 16 bytes, ...}`` or ``{"name": "Argon2id", "memory_kib" >= 65536, "time" >= 3,
+    "salt": ...}``.
+
+    Raises:
+        ValueError: naming what is missing or too weak.
+    """
+    try:
+        salt = base64.b64decode(str(kdf.get("salt", "")), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("kdf.salt must be base64") from None
+    if len(salt) < KDF_MIN_SALT_BYTES:
+        raise ValueError(f"kdf.salt needs at least {KDF_MIN_SALT_BYTES} bytes")
+    name = kdf.get("name")
+    if name == "PBKDF2":
+        if kdf.get("hash") != "SHA-256":
+            raise ValueError("PBKDF2 must use SHA-256")
+        iterations = kdf.get("iterations")
+        if not isinstance(iterations, int) or iterations < PBKDF2_MIN_ITERATIONS:
+            raise ValueError(f"PBKDF2 needs at least {PBKDF2_MIN_ITERATIONS} iterations")
+        return
+    if name == "Argon2id":
+        memory, rounds = kdf.get("memory_kib"), kdf.get("time")
+        if not isinstance(memory, int) or memory < ARGON2_MIN_MEMORY_KIB:
+            raise ValueError(f"Argon2id needs at least {ARGON2_MIN_MEMORY_KIB} KiB of memory")
+        if not isinstance(rounds, int) or rounds < ARGON2_MIN_TIME:
+            raise ValueError(f"Argon2id needs at least {ARGON2_MIN_TIME} passes")
+        return
+    raise ValueError("kdf.name must be PBKDF2 or Argon2id")
+
+
 def user_keys_set(
     *,
     user: Any,
@@ -459,8 +501,10 @@ def user_keys_set(
     ``None`` creates the first set.
 
     Raises:
+        ValueError: ``kdf`` is below the floor (:func:`kdf_check`).
         VersionConflict: keys exist and ``version`` is missing or stale.
     """
+    kdf_check(kdf)
     fields = {
         "wrapped_master_key": wrapped_master_key,
         "recovery_wrapped_master_key": recovery_wrapped_master_key,

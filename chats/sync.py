@@ -89,6 +89,15 @@ def chat_messages_for_sync(chat: Chat) -> list[dict[str, Any]]:
         cache.sync_cache_put(
             user_id=chat.owner_id, chat_id=chat.pk, version=chat.version, messages=messages
         )
+    return with_server_copies(chat, messages)
+
+
+def with_server_copies(chat: Chat, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` (from :func:`message_metadata`) with kept replies opened for the owner.
+
+    A message with a server-encrypted copy gets ``content`` (plaintext) and, in a
+    client-encrypted chat, ``needs_store: true``. The input list is not changed.
+    """
     waiting = [m["message_id"] for m in messages if m["pending_server_copy"]]
     if not waiting:
         return messages

@@ -97,6 +97,14 @@ def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner
     client = _client(keyed_owner)
     listed = client.get(f"/api/chats/{chat.pk}/messages/", {"since": mark}).json()
     assert [m["message_id"] for m in listed["messages"]] == [second.pk]
+    reply = services.assistant_message_create(chat=chat, message_id=_id())
+    services.assistant_reply_keep(
+        chat=chat, message_id=reply.pk, content="not stored yet", model="m", usage=None
+    )
+    kept = client.get(f"/api/chats/{chat.pk}/messages/", {"since": mark}).json()["messages"]
+    assert kept[-1]["message_id"] == reply.pk
+    assert kept[-1]["content"] == "not stored yet"
+    assert kept[-1]["needs_store"] is True
     url = f"/api/chats/{chat.pk}/messages/{first.pk}/"
     stored = client.put(url, {"encrypted_content": "AQID", "version": 0}, format="json")
     assert stored.status_code == 200
@@ -123,13 +131,22 @@ def test_chat_patch_conflicts_on_a_stale_version(chat: Chat, keyed_owner: Any) -
 def test_user_keys_are_stored_wrapped_and_replaced_by_version(keyed_owner: Any) -> None:
     client = _client(keyed_owner)
     assert client.get("/api/chats/keys/").status_code == 404
-    keys = {
+    keys: dict[str, Any] = {
         "wrapped_master_key": "AQID",
         "recovery_wrapped_master_key": "BAUG",
         "master_key_id": "AAAAAAAAAAA=",
         "recovery_key_id": "AQEBAQEBAQE=",
-        "kdf": {"name": "PBKDF2", "hash": "SHA-256", "iterations": 600000, "salt": "c2FsdA=="},
+        "kdf": {
+            "name": "PBKDF2",
+            "hash": "SHA-256",
+            "iterations": 600000,
+            "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
+        },
     }
+    weak = {**keys, "kdf": {**keys["kdf"], "iterations": 10_000}}
+    refused = client.put("/api/chats/keys/", weak, format="json")
+    assert refused.status_code == 400
+    assert "600000" in refused.json()["message"]
     assert client.put("/api/chats/keys/", keys, format="json").json() == {"version": 1}
     assert client.put("/api/chats/keys/", keys, format="json").status_code == 409
     changed = {**keys, "wrapped_master_key": "BwgJ", "version": 1}
@@ -161,7 +178,7 @@ def test_account_deletion_leaves_nothing_decryptable(chat: Chat, keyed_owner: An
         recovery_wrapped_master_key="Ag==",
         master_key_id="a",
         recovery_key_id="b",
-        kdf={},
+        kdf={"name": "PBKDF2"},
     )
     client = _client(keyed_owner)
     refused = client.delete("/api/account/", {"password": "wrong"}, format="json")
