@@ -1,11 +1,12 @@
 """The embedded runner behind ``manage.py runlocal``.
 
-It starts, in order, every service whose environment variable is unset — PostgreSQL
-(``DATABASE_URL``), Redis (``REDIS_URL``), OpenBao (``VAULT_ADDR``), the local model
-(``LLM_LOCAL_API_BASE``) — records their addresses and tokens in
-``<data dir>/services.json`` (0600) so other ``manage.py`` commands reach them, migrates,
-sets up the demo, serves Daphne, and on SIGINT/SIGTERM stops everything in reverse
-order. The local model loads in the background: the web server does not wait for it.
+It starts every service whose environment variable is unset — PostgreSQL
+(``DATABASE_URL``), Redis (``REDIS_URL``) and OpenBao (``VAULT_ADDR``) side by side, then
+the local model (``LLM_LOCAL_API_BASE``), which loads in the background — records their
+addresses and tokens in ``<data dir>/services.json`` (0600) so other ``manage.py``
+commands reach them, migrates and sets up the demo (one ``manage.py createdemo
+--migrate`` child) while Daphne starts, and on SIGINT/SIGTERM stops everything in
+reverse order.
 
 It runs in its own session (``runlocal`` starts it so): the terminal's Ctrl-C reaches only
 the ``runlocal`` process, which forwards it here as SIGTERM, so no service is killed by
@@ -210,6 +211,8 @@ class Runner:
         except ServiceError as exc:
             say(f"ERROR: {exc}")
             code = 1
+        except Stop:  # a signal between an error and the shutdown: already stopped
+            pass
         return code
 
     def check_ports(self) -> None:
