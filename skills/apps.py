@@ -11,9 +11,14 @@ from django.db.models.signals import post_migrate
 def _sync_tools_after_migrate(sender: AppConfig, using: str = "default", **kwargs: Any) -> None:
     # Django's own way to run code after ``migrate`` (contenttypes and auth do the same):
     # the Tool rows follow the registry without a separate command.
+    from django.db import connections
+
     from skills.services import tools_sync
 
-    tools_sync()
+    tables = connections[using].introspection.table_names()
+    # ``migrate <other app>`` on a fresh database sends this too, before our tables exist.
+    if {"skills_tool", "skills_instancetool", "instances_instance"} <= set(tables):
+        tools_sync()
 
 
 class SkillsConfig(AppConfig):
