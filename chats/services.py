@@ -527,6 +527,44 @@ def user_keys_set(
     return keys
 
 
+def user_sealed_rewrap(*, user_id: int) -> int:
+    """After a rotation of ``user-<id>``: rewrap the data keys of the user's sealed rows.
+
+    Covers kept replies and server-managed messages (``Message.server_content``) and
+    server-managed titles (``Chat.server_title``); values already wrapped by the latest
+    key version are skipped. The plaintext never leaves Vault's rewrap. Returns how many
+    values were rewrapped. (The Redis caches are short-lived and need no rewrap: old key
+    versions keep decrypting until their minimum decryption version is raised.)
+
+    Raises:
+        openmates.vault.VaultError: Vault refused or is unreachable.
+    """
+    key_name = vault.user_key_name(user_id)
+    latest = vault.key_latest_version(key_name)
+    done = 0
+    messages = Message.objects.filter(chat__owner_id=user_id, server_content__isnull=False)
+    for message_id, sealed in messages.values_list("pk", "server_content").iterator():
+        fresh = _rewrapped(key_name, latest, sealed)
+        if fresh is not None:
+            done += Message.objects.filter(pk=message_id, server_content=sealed).update(
+                server_content=fresh
+            )
+    chats = Chat.objects.filter(owner_id=user_id, server_title__isnull=False)
+    for chat_id, sealed in chats.values_list("pk", "server_title").iterator():
+        fresh = _rewrapped(key_name, latest, sealed)
+        if fresh is not None:
+            done += Chat.objects.filter(pk=chat_id, server_title=sealed).update(server_title=fresh)
+    return done
+
+
+def _rewrapped(key_name: str, latest: int, sealed: Any) -> bytes | None:
+    """``sealed`` rewrapped under the latest key version, or None when it already is."""
+    raw = bytes(sealed)
+    if crypto.sealed_key_version(raw) >= latest:
+        return None
+    return crypto.rewrap_sealed(key_name, raw)
+
+
 def user_transit_key_ensure(*, user_id: int | str) -> None:
     """Create the user's named transit key ``user-<id>`` (idempotent; admin token)."""
     vault.ensure_key(vault.user_key_name(user_id))

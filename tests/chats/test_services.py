@@ -9,6 +9,7 @@ import pytest
 
 from chats import selectors, services
 from chats.models import Chat, ChatMode, Message, MessageStatus
+from openmates import crypto, vault
 
 CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 
@@ -171,3 +172,24 @@ def test_messages_since_returns_only_later_changes(chat: Chat, keyed_owner: Any)
     second, _ = services.user_message_accept(chat=chat, message_id=_id(), user=keyed_owner)
     assert [m.pk for m in selectors.messages_since(chat=chat, version=0)] == [first.pk, second.pk]
     assert [m.pk for m in selectors.messages_since(chat=chat, version=mark)] == [second.pk]
+
+
+def test_sealed_rows_are_rewrapped_after_a_rotation(keyed_owner: Any, chat_instance: Any) -> None:
+    chat = services.server_chat_create(user=keyed_owner, chat_id=_id(), instance=chat_instance)
+    message = services.server_message_create(
+        chat=chat, message_id=_id(), role="user", content="before rotation"
+    )
+    services.server_chat_title_set(chat=chat, title="a title")
+    key_name = vault.user_key_name(keyed_owner.pk)
+    assert vault.rotate_key(key_name) == 2
+    crypto.forget_key(key_name)
+    assert services.user_sealed_rewrap(user_id=keyed_owner.pk) == 2
+    row: Any = Message.objects.get(pk=message.pk)
+    assert crypto.sealed_key_version(bytes(row.server_content)) == 2
+    assert (
+        services.sealed_text_open(
+            owner_id=keyed_owner.pk, object_id=message.pk, sealed=row.server_content
+        )
+        == "before rotation"
+    )
+    assert services.user_sealed_rewrap(user_id=keyed_owner.pk) == 0
