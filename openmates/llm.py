@@ -96,6 +96,7 @@ ERROR_CODES = (
     "invalid_json",
     "stream_cut",
     "provider_error",
+    "configuration",  # LLMConfigurationError only
 )
 # Characters per token assumed when fitting a prompt into a local model's context; low
 # on purpose (code and non-Latin scripts take more tokens per character).

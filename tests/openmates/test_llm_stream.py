@@ -267,3 +267,16 @@ async def test_markup_split_over_many_chunks_is_held_back_not_shown(llm_script: 
         TextDelta("ok "),
         TextDelta("!"),
     ]
+
+
+async def test_an_unscripted_call_is_recorded_for_the_guard_to_fail_the_test(
+    llm_script: Any, settings: Any
+) -> None:
+    settings.LLM_RETRIES = 0
+
+    events = await collect(tier="heavy")
+
+    assert len(events) == 1
+    assert isinstance(events[0], StreamError)
+    assert llm_script.unscripted == ["heavy"]
+    llm_script.reset()  # this test wanted the call; any other test would now fail
