@@ -634,6 +634,10 @@ def _stream_failure(exc: BaseException, lib: ModuleType) -> StreamError:
 
 def _classify(exc: BaseException, lib: ModuleType) -> tuple[str, bool]:
     errors = lib.exceptions
+    # LiteLLM wraps an error raised inside a stream; the original says what happened.
+    original = getattr(exc, "original_exception", None)
+    if isinstance(original, Exception):
+        exc = original
     status = getattr(exc, "status_code", None)
     if isinstance(exc, TimeoutError | errors.Timeout):
         return "timeout", False
