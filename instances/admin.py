@@ -29,7 +29,11 @@ from instances.models import (
     Mate,
     PromptSection,
 )
-from instances.selectors import instances_administered_by, user_can_administer
+from instances.selectors import (
+    instances_administered_by,
+    tier_secrets_missing,
+    user_can_administer,
+)
 from instances.services import (
     channel_config_set,
     instance_config_saved,
@@ -261,10 +265,13 @@ class InstanceAdmin(admin.ModelAdmin):
         "model_preprocessing_enabled",
     )
     search_fields = ("slug", "name")
-    readonly_fields = ("key_version", "created_at", "updated_at")
+    readonly_fields = ("tier_secrets", "key_version", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("slug", "name", "default_language")}),
-        ("Models", {"fields": ("tier_map", "embedding_model", "embedding_dimensions")}),
+        (
+            "Models",
+            {"fields": ("tier_map", "tier_secrets", "embedding_model", "embedding_dimensions")},
+        ),
         (
             "Switches",
             {"fields": ("memory_enabled", "follow_ups_enabled", "model_preprocessing_enabled")},
@@ -280,6 +287,13 @@ class InstanceAdmin(admin.ModelAdmin):
     ]
     # Appended by apps above ``instances`` (see the module docstring).
     extension_inlines: list[type[admin.options.InlineModelAdmin]] = []
+
+    @admin.display(description="Secrets of the tier map")
+    def tier_secrets(self, obj: Instance) -> str:
+        if not obj.pk:
+            return "-"
+        missing = tier_secrets_missing(obj)
+        return f"not set: {', '.join(missing)}" if missing else "all set"
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[Any]:
         # A new instance is created with its defaults first; its rows are edited after.

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Any
 
+import redis
 from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.db.models import QuerySet
+from django_redis.exceptions import ConnectionInterrupted
 
 from instances.models import Instance, InstanceMember, InstanceSecret, Mate, PromptSection
 
 PROMPT_CACHE_TTL_S = 60
+_CACHE_ERRORS = (ConnectionInterrupted, redis.RedisError, OSError)
+
+logger = logging.getLogger(__name__)
 
 
 def instance_get_for_user(*, slug: str, user: Any) -> Instance | None:
@@ -69,18 +76,44 @@ def prompt_sections_get(instance: Instance) -> dict[str, str]:
     """The eight prompt sections of ``instance``, in section order, through a 60 s cache.
 
     Returns ``{"identity": "...", ..., "datetime": "..."}``; a section without a row is
-    ``""``. The cache is dropped by the services that save sections.
+    ``""``. The cache is dropped by the services that save sections. With Redis away the
+    sections are read from the database (a prompt never fails for want of a cache).
     """
     key = prompt_cache_key(instance.pk)
-    cached = cache.get(key)
+    try:
+        cached = cache.get(key)
+    except _CACHE_ERRORS as exc:
+        logger.warning("prompt cache unavailable (%s); reading the database", type(exc).__name__)
+        cached = None
     if isinstance(cached, dict):
         return cached
     stored = dict(
         PromptSection.objects.filter(instance_id=instance.pk).values_list("key", "content")
     )
     sections = {k: stored.get(k, "") for k in PromptSection.Key.values}
-    cache.set(key, sections, timeout=PROMPT_CACHE_TTL_S)
+    with contextlib.suppress(*_CACHE_ERRORS):
+        cache.set(key, sections, timeout=PROMPT_CACHE_TTL_S)
     return sections
+
+
+def prompt_cache_drop(instance_id: int) -> None:
+    """Delete the cached sections now (Redis away: logged; the entry expires within 60 s)."""
+    try:
+        cache.delete(prompt_cache_key(instance_id))
+    except _CACHE_ERRORS as exc:
+        logger.warning("prompt cache not invalidated (%s)", type(exc).__name__)
+
+
+def tier_secrets_missing(instance: Instance) -> list[str]:
+    """Secret names the instance's tier map refers to that are not set, sorted."""
+    named = {
+        str(entry["secret"])
+        for chain in (instance.tier_map or {}).values()
+        if isinstance(chain, list)
+        for entry in chain
+        if isinstance(entry, dict) and entry.get("secret")
+    }
+    return sorted(named - instance_secret_names(instance))
 
 
 async def aprompt_sections_get(instance: Instance) -> dict[str, str]:

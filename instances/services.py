@@ -16,7 +16,6 @@ import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -32,7 +31,7 @@ from instances.models import (
     Mate,
     PromptSection,
 )
-from instances.selectors import prompt_cache_key, prompt_sections_get
+from instances.selectors import prompt_cache_drop, prompt_sections_get
 from openmates import crypto, vault
 
 SECRET_PURPOSE = "secret"  # noqa: S105 (the crypto purpose's name)
@@ -140,7 +139,7 @@ def instance_member_set(*, instance: Instance, user: Any, role: str) -> Instance
 
 def prompt_cache_invalidate(instance_id: int) -> None:
     """Drop the cached prompt sections of an instance once the current transaction commits."""
-    transaction.on_commit(lambda: cache.delete(prompt_cache_key(instance_id)))
+    transaction.on_commit(lambda: prompt_cache_drop(instance_id))
 
 
 def prompt_section_update(*, instance: Instance, key: str, content: str) -> PromptSection:

@@ -8,13 +8,14 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from instances.models import ChannelConfig, Instance, InstanceMember, Mate, PromptSection
-from instances.selectors import prompt_cache_key, prompt_sections_get
+from instances.selectors import prompt_cache_key, prompt_sections_get, tier_secrets_missing
 from instances.services import (
     channel_config_set,
     channel_credentials_get,
     instance_config_saved,
     instance_create,
     instance_member_set,
+    instance_secret_set,
     prompt_section_update,
 )
 from openmates import vault
@@ -147,3 +148,28 @@ def test_channel_needs_complete_credentials_before_enabling(instance):
     with pytest.raises(ValidationError, match="needs credentials"):
         channel_config_set(instance=instance, kind="slack", enabled=True)
     assert not ChannelConfig.objects.filter(instance=instance, kind="slack", enabled=True).exists()
+
+
+def test_tier_secrets_missing_names_unset_secrets(instance):
+    instance.tier_map = {
+        "fast": [{"model": "openai/gpt-4o-mini", "secret": "OPENAI_API_KEY"}],
+        "heavy": [{"model": "anthropic/claude", "secret": "ANTHROPIC_API_KEY"}],
+    }
+    instance.save()
+    instance_secret_set(instance=instance, name="OPENAI_API_KEY", value="sk-1")
+
+    assert tier_secrets_missing(instance) == ["ANTHROPIC_API_KEY"]
+
+
+def test_prompt_sections_fall_back_to_the_database_when_redis_is_away(instance, settings):
+    prompt_section_update(instance=instance, key="user", content="Call me Al.")
+    free_port = 1  # nothing listens there: connections are refused at once
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": f"redis://127.0.0.1:{free_port}/0",
+            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 1, "SOCKET_TIMEOUT": 1},
+        }
+    }
+
+    assert prompt_sections_get(instance)["user"] == "Call me Al."
