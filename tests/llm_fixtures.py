@@ -36,7 +36,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "ignore:Accessing the 'model_:DeprecationWarning")
 
     def _import() -> None:
-        import litellm  # noqa: F401
+        # Through the gateway, which sets LITELLM_LOCAL_MODEL_COST_MAP first (else LiteLLM
+        # would try to fetch its price map from the network while importing).
+        from openmates import llm
+
+        llm._import_litellm()
 
     _import_thread = threading.Thread(target=_import, name="litellm-import-tests", daemon=True)
     _import_thread.start()
