@@ -25,6 +25,7 @@ prove that no module there registered nothing.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -156,8 +157,8 @@ class ToolRegistry:
         """Add a tool; returns its spec.
 
         Raises:
-            ToolRegistrationError: bad name, empty description, invalid schema, or a name
-                that is already registered.
+            ToolRegistrationError: bad name, empty description, a sync ``execute``, invalid
+                schema, or a name that is already registered.
         """
         if not TOOL_NAME_RE.match(name):
             raise ToolRegistrationError(f"bad tool name {name!r} (lowercase, digits, '_')")
@@ -166,6 +167,8 @@ class ToolRegistry:
             raise ToolRegistrationError(f"tool {name!r} is registered twice ({other})")
         if not description.strip():
             raise ToolRegistrationError(f"{name}: a description is required")
+        if not inspect.iscoroutinefunction(execute):
+            raise ToolRegistrationError(f"{name}: execute must be an async function")
         parameters_validate(name, parameters)
         module = self._importing or getattr(execute, "__module__", "") or ""
         spec = ToolSpec(

@@ -110,6 +110,16 @@ def test_an_optional_parameter_must_be_nullable():
         )
 
 
+def test_a_sync_execute_is_refused():
+    def blocking(params, context):
+        return {"success": True, "result": None}
+
+    with pytest.raises(ToolRegistrationError, match="execute must be an async function"):
+        ToolRegistry().register(
+            name="t", description="d", category="c", parameters=DESCRIBED, execute=blocking
+        )
+
+
 def test_an_invalid_schema_and_a_bad_name_are_refused():
     with pytest.raises(ToolRegistrationError, match="invalid parameter schema"):
         ToolRegistry().register(
