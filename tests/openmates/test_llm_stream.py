@@ -56,9 +56,7 @@ def tool_delta(index: int, call_id: str | None, name: str | None, arguments: str
 
 async def test_multibyte_text_split_at_every_byte_offset_arrives_unchanged(wire_tier: Any) -> None:
     text = "你好世界🌍"
-    body = sse_body(
-        [chat_chunk(content=text), chat_chunk(finish_reason="stop"), chat_chunk(usage=(5, 6))]
-    )
+    body = sse_body([chat_chunk(content=text, finish_reason="stop"), chat_chunk(usage=(5, 6))])
     expected = [TextDelta(text), Usage(5, 6), Finish("stop", "openai/wire-model")]
     offsets = range(1, len(body))
     for batch_start in range(1, len(body), 16):
