@@ -75,3 +75,26 @@ def test_migrate_left_the_tool_rows_in_sync(db):
     assert rows["calculator"] == []
     assert rows["web_search"] == ["TAVILY_API_KEY"]
     assert rows["weather"] == ["OPENWEATHERMAP_API_KEY"]
+
+
+def test_rotate_keys_resumes_an_interrupted_run(instance, capsys):
+    instance_secret_set(instance=instance, name="A", value="alpha")
+    instance_secret_set(instance=instance, name="B", value="beta")
+    call_command("rotate_keys", "demo")
+    InstanceSecret.objects.filter(instance=instance, name="A").update(key_version=1)
+    capsys.readouterr()
+
+    call_command("rotate_keys", "demo")
+
+    out = capsys.readouterr().out
+    assert "demo: key v2 (resumed), 1 secrets, 0 channel credentials rewrapped" in out
+    assert "keys rotated: 0, secrets rewrapped: 1" in out
+    assert vault.key_latest_version(vault.instance_key_name(instance.pk)) == 2
+
+
+def test_import_instance_refuses_a_file_that_is_not_an_export(owner, tmp_path):
+    path = tmp_path / "not-an-export.json"
+    path.write_text('{"hello": "world"}')
+
+    with pytest.raises(CommandError, match="not an instance export"):
+        call_command("import_instance", str(path), "--owner", "owner")
