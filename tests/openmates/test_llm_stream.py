@@ -68,6 +68,16 @@ async def test_multibyte_text_split_at_every_byte_offset_arrives_unchanged(wire_
     assert len(wire_tier.requests) == len(body) - 1
 
 
+async def test_text_sent_one_byte_per_network_write_arrives_unchanged(wire_tier: Any) -> None:
+    text = "Grüße, 你好世界🌍!"
+    body = sse_body([chat_chunk(content=text, finish_reason="stop"), chat_chunk(usage=(2, 9))])
+    wire_tier.queue(WireReply([body[i : i + 1] for i in range(len(body))], gap_s=0.0))
+
+    events = await collect()
+
+    assert events == [TextDelta(text), Usage(2, 9), Finish("stop", "openai/wire-model")]
+
+
 async def test_parallel_tool_calls_all_at_index_zero_come_out_as_separate_calls(
     wire_tier: Any,
 ) -> None:
