@@ -446,7 +446,8 @@ async def complete(
         for attempt in range(int(settings.LLM_RETRIES) + 1):
             started = time.perf_counter()
             try:
-                response = await lib.acompletion(**request)
+                async with asyncio.timeout(context.timeout_s):
+                    response = await lib.acompletion(**request)
                 result = _completion_from(response, route, response_schema)
             except Exception as exc:
                 failure = _failure(exc, lib)

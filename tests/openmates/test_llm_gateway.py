@@ -616,3 +616,14 @@ def test_ai_calls_are_read_only_in_the_admin(admin_client: Any) -> None:
     assert listing.status_code == 200
     assert b"openai/gpt-4o-mini" in listing.content
     assert adding.status_code == 403
+
+
+async def test_a_slow_completion_times_out(llm_script: Any, settings: Any) -> None:
+    chain(settings, "scripted/slow", tier="fast")
+    settings.LLM_RETRIES = 0
+    llm_script.reply(text="late", delay_s=0.5)
+
+    with pytest.raises(llm.LLMError) as info:
+        await llm.complete(tier="fast", messages=USER, timeout_s=0.05)
+
+    assert (info.value.code, info.value.retryable) == ("timeout", False)
