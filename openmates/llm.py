@@ -262,6 +262,8 @@ async def _routes(tier: str, instance: Any | None) -> list[_Route]:
         LLMConfigurationError: no entry for the tier, or none has its secret.
     """
     entries = _tier_entries(tier, instance)
+    # The settings' defaults name environment variables; an instance's map, its secrets.
+    owner = instance if (getattr(instance, "tier_map", None) or {}).get(tier) else None
     routes: list[_Route] = []
     missing: list[str] = []
     for entry in entries:
@@ -271,7 +273,7 @@ async def _routes(tier: str, instance: Any | None) -> list[_Route]:
         secret = entry.get("secret")
         api_key = _NO_KEY
         if secret:
-            value = await _secret_value(instance, str(secret))
+            value = await _secret_value(owner, str(secret))
             if not value:
                 missing.append(str(secret))
                 continue
@@ -297,7 +299,9 @@ async def _routes(tier: str, instance: Any | None) -> list[_Route]:
 
 
 async def _secret_value(instance: Any | None, name: str) -> str | None:
-    """The value of secret ``name``: the instance's, or the environment's without one."""
+    """The value of secret ``name``: the instance's, or without one the environment
+    variable of that name (for the settings' default tiers).
+    """
     if instance is None:
         return env_secret(name) or None
     # Imported here because `openmates` sits below `instances` (DESIGN.md §2) and the

@@ -152,14 +152,20 @@ VAULT_DATA_KEY_TTL_S = env_int("VAULT_DATA_KEY_TTL_S", default=300)
 LLM_LOCAL_API_BASE = service_setting("LLM_LOCAL_API_BASE", "http://127.0.0.1:8088/v1")
 LLM_LOCAL_MODEL = env_str("LLM_LOCAL_MODEL", "text-completion-openai/gemma-3-270m")
 LLM_LOCAL_CONTEXT_TOKENS = env_int("LLM_LOCAL_CONTEXT_TOKENS", default=8192)
+
+
+def _default_tier(tier: str) -> list[dict[str, str]]:
+    # LLM_<TIER>_MODEL / _API_BASE / _SECRET; _SECRET names the environment variable that
+    # holds the provider key (instances name their own secrets in their tier maps).
+    model = env_str(f"LLM_{tier.upper()}_MODEL", LLM_LOCAL_MODEL)
+    local_base = LLM_LOCAL_API_BASE if model == LLM_LOCAL_MODEL else ""
+    entry = {"model": model, "api_base": env_str(f"LLM_{tier.upper()}_API_BASE", local_base)}
+    entry["secret"] = env_str(f"LLM_{tier.upper()}_SECRET")
+    return [{key: value for key, value in entry.items() if value}]
+
+
 LLM_DEFAULT_TIERS: dict[str, list[dict[str, str]]] = {
-    tier: [
-        {
-            "model": env_str(f"LLM_{tier.upper()}_MODEL", LLM_LOCAL_MODEL),
-            "api_base": env_str(f"LLM_{tier.upper()}_API_BASE", LLM_LOCAL_API_BASE),
-        }
-    ]
-    for tier in ("fast", "standard", "heavy")
+    tier: _default_tier(tier) for tier in ("fast", "standard", "heavy")
 }
 LLM_TIMEOUT_S = env_float("LLM_TIMEOUT_S", default=60.0)
 # Retries per fallback entry on retryable errors, with exponential backoff from this base.

@@ -627,3 +627,23 @@ async def test_a_slow_completion_times_out(llm_script: Any, settings: Any) -> No
         await llm.complete(tier="fast", messages=USER, timeout_s=0.05)
 
     assert (info.value.code, info.value.retryable) == ("timeout", False)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_default_tiers_take_their_key_from_the_environment_even_for_an_instance(
+    llm_script: Any, settings: Any, owner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from instances.services import instance_create
+
+    monkeypatch.setenv("OPENMATES_TEST_DEFAULT_KEY", "sk-operator")
+    settings.LLM_DEFAULT_TIERS = {
+        "fast": [{"model": "scripted/default", "secret": "OPENMATES_TEST_DEFAULT_KEY"}]
+    }
+    instance = await sync_to_async(instance_create)(
+        slug=f"gd{uuid.uuid4().hex[:8]}", name="Defaults", owner=owner
+    )
+    llm_script.reply(text="ok")
+
+    await llm.complete(tier="fast", messages=USER, instance=instance)
+
+    assert llm_script.requests[0].api_key == "sk-operator"
