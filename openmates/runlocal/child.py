@@ -28,10 +28,18 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _die_with_parent_niced(increment: int) -> Callable[[], None]:
+def child_preexec(nice: int = 0) -> Callable[[], None]:
+    """The pre-exec hook of a child: die with this thread, lowered by ``nice`` if given.
+
+    For ``subprocess.Popen(..., start_new_session=True, preexec_fn=child_preexec())``
+    where ``start_child`` does not fit (captured output).
+    """
+    if not nice:
+        return _die_with_parent
+
     def prepare() -> None:
         _die_with_parent()
-        os.nice(increment)
+        os.nice(nice)
 
     return prepare
 
@@ -65,7 +73,7 @@ def start_child(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent_niced(nice) if nice else _die_with_parent,
+            preexec_fn=child_preexec(nice),
         )
     finally:
         if stdout is not None:

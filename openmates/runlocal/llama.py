@@ -177,8 +177,7 @@ class LocalModelServer:
             )
         self.ensure_model()
         self.directory.mkdir(parents=True, exist_ok=True)
-        # Niced: loading the model must not slow the web server's start on two cores.
-        self._process = start_child(self.command(), log_file=self.log_file, nice=5)
+        self._process = start_child(self.command(), log_file=self.log_file)
 
     def ready(self) -> bool:
         """True when the server lists its model on ``/v1/models``.

@@ -38,7 +38,7 @@ import httpx
 
 from openmates.env import data_dir as default_data_dir
 from openmates.env import env_int
-from openmates.runlocal.child import start_child, stop_child
+from openmates.runlocal.child import child_preexec, start_child, stop_child
 from openmates.runlocal.process import ServiceError, free_port, port_in_use, wait_until
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -53,7 +53,7 @@ warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 
 class Stop(BaseException):  # a control-flow signal, hence not an *Error
-    """Raised in the main thread by SIGINT/SIGTERM to stop start-up or serving."""
+    """Raised in the main thread, at a checkpoint after SIGINT/SIGTERM, to stop."""
 
 
 def say(message: str) -> None:
@@ -169,17 +169,23 @@ class Runner:
     redis: Any = None
     demo_text: str = ""
     _stopping: bool = False
+    _signalled: bool = False
 
     # -- signals -------------------------------------------------------------------------
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        raise Stop(signal.Signals(signum).name)
+        # Only remembered: an exception raised from a handler can land anywhere, even in
+        # an at-fork hook or a finalizer where Python drops it. The main thread checks
+        # the flag at every point where it waits (``_checkpoint``).
+        self._signalled = True
+
+    def _checkpoint(self) -> None:
+        """Raise ``Stop`` once a signal has arrived (start-up and serving only)."""
+        if self._signalled and not self._stopping:
+            raise Stop("signal")
 
     def install_signal_handlers(self) -> None:
-        """Turn SIGINT and SIGTERM into ``Stop`` in the main thread (once)."""
+        """Turn SIGINT and SIGTERM into ``Stop`` at the main thread's next checkpoint."""
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
 
@@ -187,8 +193,9 @@ class Runner:
 
     def run(self) -> int:
         """Start everything, serve until a signal, stop everything; returns an exit code."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.directory.chmod(0o700)
+        if not self.directory.exists():
+            # Private from the start; PostgreSQL's server user is then given o+x only.
+            self.directory.mkdir(parents=True, mode=0o700)
         self.install_signal_handlers()
         code = 0
         try:
@@ -198,7 +205,10 @@ class Runner:
                     if sys.platform.startswith("linux"):
                         stop_strays(self.directory)
                     self.start_services()
+                    self._checkpoint()
                     self.prepare_and_serve()
+                    self._checkpoint()
+                    self.launch_model()
                     code = self.watch()
                 except Stop:
                     say("\n==> stopping (signal received)")
@@ -211,8 +221,6 @@ class Runner:
         except ServiceError as exc:
             say(f"ERROR: {exc}")
             code = 1
-        except Stop:  # a signal between an error and the shutdown: already stopped
-            pass
         return code
 
     def check_ports(self) -> None:
@@ -260,7 +268,7 @@ class Runner:
         if os.environ.get("LLM_LOCAL_API_BASE"):
             say("==> Local model: using LLM_LOCAL_API_BASE")
         elif self.with_model:
-            self.launch_model()
+            self.plan_model()
         self.record()
 
     def _start_in_parallel(self, starters: dict[str, Callable[[], dict[str, str]]]) -> None:
@@ -327,8 +335,12 @@ class Runner:
 
         return start
 
-    def launch_model(self) -> None:
-        """Start the local model server in the background (the web server does not wait)."""
+    def plan_model(self) -> None:
+        """Pick the local model's port, record it, and assemble the GGUF on first use.
+
+        The server itself starts once the web server answers (``launch_model``): loading
+        the model on two cores would otherwise slow the web server's start.
+        """
         from openmates.runlocal.llama import LocalModelServer, local_model_available
 
         if not local_model_available():
@@ -340,10 +352,21 @@ class Runner:
         port = DEFAULT_LLM_PORT if not port_in_use(DEFAULT_LLM_PORT) else free_port()
         context = env_int("LLM_LOCAL_CONTEXT_TOKENS", default=8192)
         self.model = LocalModelServer(self.directory, port, context_tokens=context, say=say)
-        say(f"==> Local model (Gemma 3 270M): starting on 127.0.0.1:{port}, in the background")
-        self.model.launch()
-        self.stops.append(("the local model", self.model.stop))
+        say(f"==> Local model (Gemma 3 270M): 127.0.0.1:{port}, starts after the web server")
+        self.model.ensure_model()
         self.recorded["LLM_LOCAL_API_BASE"] = self.model.api_base
+
+    def launch_model(self) -> None:
+        """Start the planned local model server; a readiness line follows in the background."""
+        if self.model is None:
+            return
+        self.stops.append(("the local model", self.model.stop))
+        try:
+            self.model.launch()
+        except ServiceError as exc:
+            say(f"WARNING: the local model did not start: {exc}")
+            return
+        say("==> Local model: loading in the background")
         threading.Thread(target=self._report_model, name="model-ready", daemon=True).start()
 
     def _report_model(self) -> None:
@@ -392,12 +415,20 @@ class Runner:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            start_new_session=True,
+            # Daphne first: on a warm start the schema is complete and this only checks.
+            preexec_fn=child_preexec(nice=5),
         )
         stop_prepare = ("the database set-up", lambda: stop_child(prepare))
         self.stops.append(stop_prepare)
         serving = self._step(f"Web server (Daphne): starting on http://127.0.0.1:{self.port}/")
         self.start_daphne()
-        output, _ = prepare.communicate()
+        while True:
+            try:
+                output, _ = prepare.communicate(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:  # retrying loses no output
+                self._checkpoint()
         self.stops.remove(stop_prepare)
         if prepare.returncode != 0:
             say(output)
@@ -439,6 +470,7 @@ class Runner:
         self.stops.append(("the web server", self._stop_daphne))
 
     def _daphne_ready(self) -> bool:
+        self._checkpoint()
         if self.daphne is not None and self.daphne.poll() is not None:
             raise ServiceError(f"The web server exited with code {self.daphne.returncode}")
         try:
@@ -454,6 +486,7 @@ class Runner:
         """Serve until a signal (raises ``Stop``) or the web server exits (returns 1)."""
         warned: set[str] = set()
         while True:
+            self._checkpoint()
             if self.daphne is not None and self.daphne.poll() is not None:
                 say(f"ERROR: the web server exited with code {self.daphne.returncode}")
                 return 1
@@ -464,7 +497,7 @@ class Runner:
                 if process is not None and process.poll() is not None and name not in warned:
                     warned.add(name)
                     say(f"WARNING: {name} exited with code {process.returncode}")
-            time.sleep(0.5)
+            time.sleep(0.1)
 
     # -- stopping --------------------------------------------------------------------------
 
