@@ -117,8 +117,7 @@ async function ingestChat(incoming) {
   const shown = { ...record };
   try {
     await ensureChatKey(record);
-    shown.title = (await decryptMeta(record, "title")) || null;
-    shown.icon = (await decryptMeta(record, "icon")) || null;
+    for (const field of META_FIELDS) shown[field] = (await decryptMeta(record, field)) || null;
   } catch (error) {
     shown.title = "(cannot decrypt)";
   }
@@ -242,25 +241,40 @@ async function createChat() {
   return chatId;
 }
 
-// changes: {title?, icon?, summary?, pinned?}
-async function updateChatMeta(chatId, changes) {
+const META_FIELDS = ["title", "summary", "tags", "icon"];
+const metaQueues = new Map(); // chat_id -> the promise of its last metadata update
+
+// changes: {title?, icon?, summary?, tags?, pinned?}. Updates of one chat run one after
+// another. Every metadata field shares the chat's meta_version in its associated data,
+// so each update re-encrypts all present fields at the new version.
+function updateChatMeta(chatId, changes) {
+  const previous = metaQueues.get(chatId) || Promise.resolve();
+  const next = previous.catch(() => {}).then(() => applyChatMeta(chatId, changes));
+  metaQueues.set(chatId, next);
+  return next;
+}
+
+async function applyChatMeta(chatId, changes) {
   const chat = state.chats.get(chatId);
   if (!chat) return;
   const base = Math.max(chat.version || 1, chat.meta_version || 1);
   const frame = { type: "chat.update", chat_id: chatId, version: base };
   const local = {};
-  for (const field of ["title", "summary", "icon"]) {
-    if (changes[field] === undefined) continue;
-    const ciphertext = await keyring.encryptField({
-      chatId, objectId: chatId, field, role: "-", version: base + 1, plaintext: changes[field],
-    });
-    frame[`encrypted_${field}`] = ciphertext;
-    local[`encrypted_${field}`] = ciphertext;
+  const metaChanged = META_FIELDS.some((field) => changes[field] !== undefined);
+  if (metaChanged) {
+    for (const field of META_FIELDS) {
+      const value = changes[field] !== undefined ? changes[field] : chat[field];
+      if (value === undefined || value === null) continue;
+      const ciphertext = await keyring.encryptField({
+        chatId, objectId: chatId, field, role: "-", version: base + 1, plaintext: value,
+      });
+      frame[`encrypted_${field}`] = ciphertext;
+      local[`encrypted_${field}`] = ciphertext;
+    }
   }
   if (changes.pinned !== undefined) frame.pinned = changes.pinned;
   try {
     const answer = await withTimeout(state.socket.request(frame, ["chat.updated"]));
-    const metaChanged = Object.keys(local).length > 0;
     const record = await state.store.patchChat(chatId, {
       ...local,
       ...(changes.pinned !== undefined ? { pinned: changes.pinned } : {}),

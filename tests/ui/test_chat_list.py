@@ -1,0 +1,141 @@
+"""The chat list and the storage loop in the browser: rename, pin, delete, cache loss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from accounts.models import SignupPolicy
+from chats import cache
+from chats.models import Chat, Message
+from instances.models import Instance
+from tests.ui.pages import new_user, unlock
+from tests.ui.test_chat import eventually, send
+from tests.ui.wire import Turn, UIModelServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def llm(ui_llm: UIModelServer) -> UIModelServer:
+    ui_llm.reset()
+    return ui_llm
+
+
+@pytest.fixture
+def instance(transactional_db: Any) -> Instance:
+    created = Instance.objects.create(slug="home", name="Home")
+    SignupPolicy.objects.create(instance=created, open_signup=True)
+    return created
+
+
+def _row(page: Any, title: str) -> Any:
+    return page.locator(".chat-item", has=page.locator(".chat-item-open", has_text=title))
+
+
+def _menu(page: Any, title: str, action: str) -> None:
+    row = _row(page, title)
+    row.hover()
+    row.get_by_role("button", name=f"{action} {title}").click()
+
+
+def _titles(page: Any) -> list[str]:
+    return [t.strip() for t in page.locator(".chat-item-open").all_inner_texts()]
+
+
+def test_rename_pin_and_delete_with_confirmation(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.set_json(title="Alpha topic")
+    llm.queue(Turn(pieces=["One."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "hal")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "First chat")
+    page.wait_for_selector(".chat-item-open:has-text('Alpha topic')")
+    llm.set_json(title="Beta topic")
+    llm.queue(Turn(pieces=["Two."]))
+    page.click("#new-chat")
+    send(page, "Second chat")
+    page.wait_for_selector(".chat-item-open:has-text('Beta topic')")
+    assert _titles(page) == ["Beta topic", "Alpha topic"]
+
+    _menu(page, "Alpha topic", "Rename")
+    page.fill(".chat-rename", "Renamed alpha")
+    page.press(".chat-rename", "Enter")
+    page.wait_for_selector(".chat-item-open:has-text('Renamed alpha')")
+    _menu(page, "Renamed alpha", "Pin")
+    page.wait_for_selector(
+        ".chat-item:has(.chat-item-pin) .chat-item-open:has-text('Renamed alpha')"
+    )
+    assert _titles(page) == ["Renamed alpha", "Beta topic"]
+
+    _menu(page, "Beta topic", "Delete")
+    page.get_by_role("button", name="Cancel").click()
+    assert _titles(page) == ["Renamed alpha", "Beta topic"]
+    _menu(page, "Beta topic", "Delete")
+    page.click("#confirm-yes")
+    page.wait_for_selector(".chat-item-open:has-text('Beta topic')", state="detached")
+
+    assert eventually(lambda: Chat.objects.filter(owner__username="hal").count() == 1)
+    kept = Chat.objects.get(owner__username="hal")
+    assert kept.pinned is True
+    assert "Renamed" not in (kept.encrypted_title or "")
+    page.reload()
+    unlock(page)
+    page.wait_for_selector(
+        ".chat-item:has(.chat-item-pin) .chat-item-open:has-text('Renamed alpha')"
+    )
+    assert _titles(page) == ["Renamed alpha"]
+
+
+def test_follow_up_after_cache_loss_sends_history_from_this_browser(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(Turn(pieces=["Nice ", "to ", "meet ", "you."]), Turn(pieces=["You ", "are ", "Ada."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "ada2")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "My name is Ada")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Nice to meet you.')")
+    assert eventually(
+        lambda: (
+            Message.objects.filter(
+                chat__owner__username="ada2", encrypted_content__isnull=False
+            ).count()
+            == 2
+        )
+    )
+    chat = Chat.objects.get(owner__username="ada2")
+    cache.chat_forget(user_id=chat.owner_id, chat_id=chat.pk)
+
+    send(page, "What is my name?")
+
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('You are Ada.')")
+    main_calls = [r for r in llm.requests if r.get("stream")]
+    history = str(main_calls[-1]["messages"])
+    assert "My name is Ada" in history
+    assert "Nice to meet you." in history
+
+
+def test_a_second_message_during_an_answer_is_queued_then_answered(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(
+        Turn(pieces=[f"slow{i} " for i in range(40)], gap_s=0.05),
+        Turn(pieces=["Second ", "answer."]),
+    )
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "ivy")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "Start something long")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('slow2')")
+
+    page.click("#stop", trial=True)
+    page.fill("#composer-input", "And then this")
+    page.press("#composer-input", "Enter")
+
+    page.wait_for_selector("#composer-status:has-text('Queued')")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Second answer.')")
+    assert "slow39" in page.locator(".msg-assistant .msg-body").first.inner_text()

@@ -1,0 +1,46 @@
+"""Tool cards in the browser against the live app (its own Daphne: the app caches an
+instance's tool set in process for a while, and this test changes it with a secret)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from chats.models import Embed
+from instances.models import Instance
+from instances.services import instance_secret_set
+from tests.ui.pages import new_user
+from tests.ui.test_chat import eventually, instance, llm, send
+from tests.ui.wire import Turn, UIModelServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+__all__ = ["instance", "llm"]
+
+
+def test_tool_card_shows_the_running_tool_and_cancels_it(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    instance_secret_set(instance=instance, name="TAVILY_API_KEY", value="tvly-ui-test")
+    llm.set_search_delay(20)
+    llm.queue(
+        Turn(pieces=[], tool_call={"name": "web_search", "arguments": {"query": "OpenMates"}}),
+        Turn(pieces=["The ", "search ", "was ", "cancelled."]),
+    )
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "dan")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    send(page, "Use web_search to find news about OpenMates")
+
+    card = page.locator(".tool-card[data-status=processing]")
+    card.wait_for()
+    assert card.locator(".tool-card-name").inner_text() == "web_search"
+    card.locator(".tool-cancel").click()
+
+    page.wait_for_selector(".tool-card[data-status=cancelled]")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('The search was cancelled.')")
+    assert eventually(
+        lambda: Embed.objects.filter(chat__owner__username="dan", status="cancelled").exists()
+    )
