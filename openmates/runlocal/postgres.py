@@ -211,6 +211,9 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         """Stop the server (fast shutdown); a no-op when it is not running."""
         if self.initialised() and self._pid_alive():
+            if self._run_as is not None:
+                # pg_ctl runs as the server user, who must still reach the data directory.
+                _open_path_for(self.directory)
             self._exec("pg_ctl", "-w", "-D", str(self.pgdata), "-m", "fast", "stop")
 
     def destroy(self) -> None:
