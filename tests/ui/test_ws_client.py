@@ -65,8 +65,8 @@ class ScriptedServer:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     async def _resume_frame(self, socket: ServerConnection, number: int) -> dict[str, Any]:
-        async for text in socket:
-            frame = json.loads(text)
+        async for message in socket:
+            frame = json.loads(message)
             self.received.append((number, frame))
             if frame["type"] == "stream.resume":
                 return dict(frame)
@@ -128,8 +128,8 @@ class ScriptedServer:
                 }
             )
         )
-        async for text in socket:
-            self.received.append((number, json.loads(text)))
+        async for message in socket:
+            self.received.append((number, json.loads(message)))
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -148,7 +148,11 @@ class ScriptedServer:
         return self
 
     def stop(self) -> None:
-        self._loop.call_soon_threadsafe(lambda: self._stop and self._stop.set_result(None))
+        def finish() -> None:
+            if self._stop is not None and not self._stop.done():
+                self._stop.set_result(None)
+
+        self._loop.call_soon_threadsafe(finish)
         self._thread.join(10)
 
 
