@@ -113,7 +113,11 @@ async function decryptMessage(record) {
 // --- chats ------------------------------------------------------------------------------
 
 async function ingestChat(incoming) {
-  const record = await state.store.putChat(incoming);
+  return showChat(await state.store.putChat(incoming));
+}
+
+// Decrypts a stored chat record's metadata into the in-memory list.
+async function showChat(record) {
   const shown = { ...record };
   try {
     await ensureChatKey(record);
@@ -556,10 +560,11 @@ async function loadRemainingChats(total) {
     } catch (error) {
       return;
     }
-    for (const chat of page.results || []) {
+    const fresh = (page.results || []).filter((chat) => {
       const known = state.chats.get(chat.chat_id);
-      if (!known || known.version < chat.version) await ingestChat(chat);
-    }
+      return !known || known.version < chat.version;
+    });
+    await Promise.all(fresh.map((chat) => ingestChat(chat)));
     refreshList();
     url = page.next ? new URL(page.next, window.location.href).pathname + new URL(page.next, window.location.href).search : null;
   }
@@ -570,8 +575,10 @@ async function loadRemainingChats(total) {
 async function startApp() {
   showScreen("app");
   state.store = await openStore(userId);
-  for (const record of await state.store.chats()) {
-    await ingestChat(record);
+  const stored = await state.store.chats();
+  // Decrypt in parallel batches: a thousand chats must not wait on each other.
+  for (let i = 0; i < stored.length; i += 100) {
+    await Promise.all(stored.slice(i, i + 100).map((record) => showChat(record)));
   }
   refreshList();
   const socket = new ChatSocket(chatSocketUrl());
