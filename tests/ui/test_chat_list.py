@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from accounts.models import SignupPolicy
 from chats import cache
 from chats.models import Chat, Message
 from instances.models import Instance
+from pipeline import state
 from tests.ui.pages import new_user, unlock
 from tests.ui.test_chat import eventually, send
 from tests.ui.wire import Turn, UIModelServer
@@ -28,6 +31,12 @@ def instance(transactional_db: Any) -> Instance:
     created = Instance.objects.create(slug="home", name="Home")
     SignupPolicy.objects.create(instance=created, open_signup=True)
     return created
+
+
+def _consent(chat_id: str) -> dict[str, str]:
+    # The pipeline's async reader, on a loop of its own (Playwright holds this thread's).
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, state.memory_consent_get(chat_id)).result()
 
 
 def _row(page: Any, title: str) -> Any:
@@ -139,3 +148,31 @@ def test_a_second_message_during_an_answer_is_queued_then_answered(
     page.wait_for_selector("#composer-status:has-text('Queued')")
     page.wait_for_selector(".msg-assistant .msg-body:has-text('Second answer.')")
     assert "slow39" in page.locator(".msg-assistant .msg-body").first.inner_text()
+
+
+def test_memory_consent_prompt_sends_the_chosen_categories(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(Turn(pieces=["Call ", "her."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "max")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    send(page, "Help me decide: should I call my sister?")
+
+    consent = page.get_by_role("form", name="Memory consent")
+    consent.wait_for()
+    assert sorted(
+        consent.locator("input[type=checkbox]").evaluate_all(
+            "boxes => boxes.map((box) => box.value)"
+        )
+    ) == ["decision", "relationship"]
+    consent.locator("input[value=relationship]").uncheck()
+    consent.get_by_role("button", name="Allow selected").click()
+
+    consent.wait_for(state="detached")
+    chat_id = Chat.objects.get(owner__username="max").pk
+    answers = eventually(lambda: _consent(chat_id).get("decision") == "allowed")
+    assert answers
+    assert _consent(chat_id) == {"decision": "allowed", "relationship": "denied"}
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Call her.')")
