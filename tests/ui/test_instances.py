@@ -25,7 +25,8 @@ def test_invited_user_joins_the_invited_instance_and_picks_another_for_a_new_cha
 ) -> None:
     Instance.objects.create(slug="home", name="Home")  # the default one, invitation only
     lab = Instance.objects.create(slug="lab", name="Lab")
-    _, token = invitation_create(instance=lab, created_by=UserFactory(username="boss"))
+    boss: Any = UserFactory(username="boss")
+    _, token = invitation_create(instance=lab, created_by=boss)
     page = ui_context.new_page()
     watch(page)
 
