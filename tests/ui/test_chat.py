@@ -128,7 +128,7 @@ def test_title_badges_and_a_follow_up_chip_that_sends(
     assert "Who wrote that?" in sent
 
 
-def test_escape_stops_the_answer_mid_stream(
+def test_escape_stops_the_answer_mid_stream_and_retry_answers_again(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
 ) -> None:
     llm.queue(Turn(pieces=[f"word{i} " for i in range(300)], gap_s=0.05))
@@ -150,5 +150,8 @@ def test_escape_stops_the_answer_mid_stream(
             chat__owner__username="cat", role="assistant", status="cancelled"
         ).exists()
     )
-    page.wait_for_selector(".msg-assistant .retry")
+    llm.queue(Turn(pieces=["Counted ", "again."]))
+    page.click(".msg-assistant .retry")
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('Counted again.')")
+    assert page.locator(".msg-user").count() == 1
 
