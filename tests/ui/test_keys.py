@@ -115,22 +115,3 @@ def test_recovery_key_resets_a_forgotten_passphrase(
     assert UserKeys.objects.get(user__username="cy").version == version + 1
     page.reload()
     unlock(page, "a brand new passphrase for cy 7")
-
-
-def test_signing_out_in_one_tab_closes_the_others_socket(
-    asgi_server: str, open_signup: Instance, ui_context: Any
-) -> None:
-    first = ui_context.new_page()
-    watch(first)
-    sign_up(first, asgi_server, "dee")
-    set_passphrase(first)
-    finish_setup(first)
-    first.wait_for_selector("#conn[data-state=open]")
-    second = ui_context.new_page()
-    second.goto(f"{asgi_server}/")
-    unlock(second)
-
-    second.click("#signout-form button[type=submit]")
-    second.wait_for_url(f"{asgi_server}/accounts/login/")
-
-    first.wait_for_url(f"{asgi_server}/accounts/login/")

@@ -408,6 +408,16 @@ const handlers = {
     badge.textContent = { connecting: "Connecting…", open: "Connected", reconnecting: "Reconnecting…", closed: "Offline" }[value];
   },
   "session-ended": () => { window.location.assign("/accounts/login/"); },
+  "handshake-failed": async (attempts) => {
+    if (attempts < 2) return;
+    try {
+      await api("GET", "/api/chats/keys/");
+    } catch (error) {
+      if (error instanceof HttpError && (error.status === 401 || error.status === 403)) {
+        window.location.assign("/accounts/login/");
+      }
+    }
+  },
   "sync.phase": async (frame) => {
     for (const chat of frame.chats || []) {
       const { messages, ...meta } = chat;

@@ -4,7 +4,8 @@
 // re-dispatched as an event named by its type; deltas arrive in order, once.
 //
 // Extra events: "state" (detail: "connecting" | "open" | "reconnecting" | "closed"),
-// "session-ended" (the server closed the socket with 4401).
+// "session-ended" (the server closed the socket with 4401), "handshake-failed" (detail:
+// how many attempts in a row never opened; a signed-out session is refused that way).
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 10000];
 const PING_MS = 20000;
@@ -29,7 +30,9 @@ export class ChatSocket extends EventTarget {
     this.setState(this.attempt === 0 ? "connecting" : "reconnecting");
     const socket = new WebSocket(this.url);
     this.socket = socket;
+    let opened = false;
     socket.addEventListener("open", () => {
+      opened = true;
       this.attempt = 0;
       this.setState("open");
       const queued = this.outbox.splice(0);
@@ -53,6 +56,7 @@ export class ChatSocket extends EventTarget {
         return;
       }
       for (const stream of this.streams.values()) stream.resuming = false;
+      if (!opened) this.emit("handshake-failed", this.attempt + 1);
       const delay = BACKOFF_MS[Math.min(this.attempt, BACKOFF_MS.length - 1)];
       this.attempt += 1;
       this.setState("reconnecting");
