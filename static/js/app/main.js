@@ -60,10 +60,26 @@ function refreshList() {
   chatList.setChats([...state.chats.values()]);
 }
 
+// Pre-processing names an icon with one lowercase word; show a matching symbol.
+const ICONS = {
+  chat: "💬", code: "💻", sparkles: "✨", book: "📖", globe: "🌍", music: "🎵", heart: "❤️",
+  calculator: "🧮", math: "🧮", calendar: "📅", clock: "🕒", weather: "🌤️", cloud: "☁️",
+  travel: "✈️", plane: "✈️", food: "🍽️", money: "💰", finance: "💰", health: "🩺",
+  science: "🔬", idea: "💡", lightbulb: "💡", search: "🔎", question: "❓", star: "⭐",
+  work: "💼", briefcase: "💼", school: "🎓", education: "🎓", art: "🎨", sport: "⚽",
+  game: "🎮", home: "🏠", car: "🚗", phone: "📱", mail: "✉️", shopping: "🛒",
+};
+
+function iconSymbol(name) {
+  if (!name) return "";
+  return ICONS[String(name).toLowerCase().trim()] || "💬";
+}
+
 function setHeader() {
   const chat = state.currentChatId ? state.chats.get(state.currentChatId) : null;
   $("chat-title").textContent = chat && chat.title ? chat.title : "New chat";
-  $("chat-icon").textContent = chat && chat.icon ? chat.icon : "";
+  $("chat-icon").textContent = chat ? iconSymbol(chat.icon) : "";
+  $("chat-icon").title = chat && chat.icon ? chat.icon : "";
   document.title = chat && chat.title ? `${chat.title} · OpenMates` : "OpenMates";
   const picker = $("instance-picker");
   picker.disabled = Boolean(chat);
