@@ -44,3 +44,31 @@ def test_tool_card_shows_the_running_tool_and_cancels_it(
     assert eventually(
         lambda: Embed.objects.filter(chat__owner__username="dan", status="cancelled").exists()
     )
+
+
+def test_finished_tool_shows_its_result_and_the_embed_is_stored_encrypted(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(
+        Turn(pieces=[], tool_call={"name": "calculator", "arguments": {"expression": "6*7"}}),
+        Turn(pieces=["That ", "makes ", "42."]),
+    )
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "eli")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    send(page, "Use calculator to work out 6*7")
+
+    card = page.locator(".tool-card[data-status=finished]")
+    card.wait_for()
+    assert card.locator(".tool-card-name").inner_text() == "calculator"
+    assert '"value": 42' in card.locator(".tool-card-result").inner_text()
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('That makes 42.')")
+    embed = eventually(
+        lambda: Embed.objects.filter(
+            chat__owner__username="eli", encrypted_content__isnull=False
+        ).first()
+    )
+    assert embed.status == "finished"
+    assert embed.version == 1
+    assert "expression" not in embed.encrypted_content

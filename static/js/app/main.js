@@ -25,6 +25,7 @@ const state = {
   storedUser: new Set(),
   languages: new Map(), // assistant message_id -> language
   lastAssistant: new Map(), // chat_id -> the latest finished assistant message_id
+  embedChats: new Map(), // embed_id -> {chatId, messageId} (from skill.status)
 };
 
 // --- views ------------------------------------------------------------------------------
@@ -347,6 +348,36 @@ async function storeMessage(chatId, messageId, role, content, baseVersion = 0, m
   });
 }
 
+// What a tool card shows of an embed: the tool's result (or error), not its envelope.
+function embedDisplay(content) {
+  if (typeof content !== "string") return content;
+  try {
+    const parsed = JSON.parse(content);
+    if (parsed && typeof parsed === "object" && ("result" in parsed || "error" in parsed)) {
+      if (parsed.error) return String(parsed.error);
+      return typeof parsed.result === "string" ? parsed.result : JSON.stringify(parsed.result, null, 2);
+    }
+  } catch (error) {
+    // Not JSON: show it as it is.
+  }
+  return content;
+}
+
+// Embeds are stored like messages: client ciphertext (field "embed", the embed's own key).
+async function storeEmbed(chatId, embedId, content) {
+  const chat = state.chats.get(chatId);
+  if (!chat) return;
+  await ensureChatKey(chat);
+  const encrypted = await keyring.encryptField({
+    chatId, objectId: embedId, field: "embed", role: "-", version: 1, plaintext: content,
+  });
+  try {
+    await api("PUT", `/api/chats/${chatId}/embeds/${embedId}/`, { encrypted_content: encrypted, version: 0 });
+  } catch (error) {
+    if (!(error instanceof HttpError && error.status === 409)) throw error;
+  }
+}
+
 async function send(text) {
   const content = text.trim();
   if (!content || !state.socket) return;
@@ -497,12 +528,18 @@ const handlers = {
   },
   "skill.status": (frame) => {
     const turn = state.turns.get(frame.task_id);
-    if (!turn || turn.chatId !== state.currentChatId) return;
-    view.toolCard(turn.assistantMessageId, frame);
+    if (!turn) return;
+    state.embedChats.set(frame.embed_id, { chatId: turn.chatId, messageId: turn.assistantMessageId });
+    if (turn.chatId === state.currentChatId) view.toolCard(turn.assistantMessageId, frame);
   },
-  "embed.update": (frame) => {
-    for (const turn of state.turns.values()) {
-      if (turn.chatId === state.currentChatId) view.toolCard(turn.assistantMessageId, frame);
+  "embed.update": async (frame) => {
+    const owner = state.embedChats.get(frame.embed_id);
+    if (!owner) return;
+    if (owner.chatId === state.currentChatId) {
+      view.toolCard(owner.messageId, { ...frame, content: embedDisplay(frame.content) });
+    }
+    if (typeof frame.content === "string" && frame.status !== "processing") {
+      await storeEmbed(owner.chatId, frame.embed_id, frame.content);
     }
   },
   "stream.done": async (frame) => {
