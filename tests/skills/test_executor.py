@@ -23,10 +23,15 @@ SCHEMA = {
 
 
 @pytest.fixture
-def local_registry(monkeypatch):
+def local_registry():
+    """A registry of the test's own tools, seen by the executor for this test only."""
     registry = ToolRegistry()
-    monkeypatch.setattr(executor, "get_tool", registry.get)
-    return registry
+    original = executor.get_tool
+    executor.get_tool = registry.get
+    try:
+        yield registry
+    finally:
+        executor.get_tool = original
 
 
 async def test_unknown_tool_is_an_error_result():
