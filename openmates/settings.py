@@ -261,3 +261,9 @@ CONTENT_SECURITY_POLICY = {
 # --- Skills: the key-needing tools' API endpoints (keys are instance secrets). ---
 SKILLS_WEB_SEARCH_API_BASE = env_str("SKILLS_WEB_SEARCH_API_BASE", "https://api.tavily.com")
 SKILLS_WEATHER_API_BASE = env_str("SKILLS_WEATHER_API_BASE", "https://api.openweathermap.org")
+
+# --- Pipeline: per-user limits (all processes) and the turn runtime's liveness. ---
+PIPELINE_FRAMES_PER_10S = env_int("PIPELINE_FRAMES_PER_10S", default=120)
+PIPELINE_TURNS_PER_MINUTE = env_int("PIPELINE_TURNS_PER_MINUTE", default=30)
+PIPELINE_LEASE_TTL_S = env_float("PIPELINE_LEASE_TTL_S", default=30.0)
+PIPELINE_ALIVE_TTL_S = env_float("PIPELINE_ALIVE_TTL_S", default=10.0)

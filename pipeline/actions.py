@@ -114,6 +114,24 @@ def _accept(
     return instance, role, True
 
 
+async def _retryable_or_raise(chat: Any, message_id: str) -> None:
+    status = (
+        await Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER)
+        .values_list("status", flat=True)
+        .afirst()
+    )
+    if status is None:
+        raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id)
+    if status not in RETRYABLE:
+        raise FrameError(
+            ErrorCode.CONFLICT,
+            f"The message is {status}; only a failed, interrupted or "
+            "cancelled turn can be retried.",
+            chat_id=chat.pk,
+            message_id=message_id,
+        )
+
+
 async def _turn_start(
     socket: Socket,
     *,
@@ -131,6 +149,7 @@ async def _turn_start(
     chat = await _chat_or_not_found(socket, chat_id)
     retry = frame is None
     if retry:
+        await _retryable_or_raise(chat, message_id)
         content = await state.pending_content_load(user_id=socket.user.pk, message_id=message_id)
         if content is None:
             raise FrameError(

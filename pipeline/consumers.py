@@ -15,7 +15,6 @@ from typing import Any
 import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from accounts.services import user_socket_group
 from openmates.vault import VaultError
 from pipeline import actions, runtime
 from pipeline import events as ev
@@ -40,7 +39,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.following: set[str] = set()
         self.last_sequence: dict[str, int] = {}
         await self.registry.ensure_started()
-        await self.channel_layer.group_add(user_socket_group(self.user.pk), self.channel_name)
+        await self.channel_layer.group_add(runtime.user_group(self.user.pk), self.channel_name)
         await self.accept()
         await self.deliver((await actions.task_active(self)).to_frame())
 
@@ -48,7 +47,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if getattr(self, "registry", None) is not None:
             self.registry.unsubscribe(self)
             await self.channel_layer.group_discard(
-                user_socket_group(self.user.pk), self.channel_name
+                runtime.user_group(self.user.pk), self.channel_name
             )
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:

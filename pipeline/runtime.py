@@ -38,6 +38,7 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections
 
+from accounts.services import user_socket_group
 from pipeline import events as ev
 from pipeline import state
 
@@ -51,8 +52,8 @@ REAP_EVERY_S = 10.0
 
 
 def user_group(user_id: int | str) -> str:
-    """The channel-layer group of every socket of one user."""
-    return f"user.{user_id}"
+    """The channel-layer group of every socket of one user (the accounts app's name)."""
+    return user_socket_group(user_id)
 
 
 class Subscriber(Protocol):
@@ -153,10 +154,19 @@ class TurnRegistry:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for loop_task in self._loops:
-            loop_task.cancel()
+        receiver, heartbeat = self._loops or (None, None)
+        if receiver is not None:
+            # Wake the receive loop with a message rather than cancelling a blocked
+            # channel-layer receive (channels-redis then waits out its own timeouts).
+            layer = get_channel_layer()
+            assert layer is not None
+            await layer.send(self.channel, {"type": "turn.stop"})
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(receiver, 10)
+        if heartbeat is not None:
+            heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await loop_task
+                await heartbeat
         self._loops = []
         self.channel = ""
 
@@ -505,6 +515,8 @@ class TurnRegistry:
         while True:
             try:
                 message = await layer.receive(self.channel)
+                if message.get("type") == "turn.stop":
+                    return
                 await self._on_control(message)
             except asyncio.CancelledError:
                 raise
@@ -637,6 +649,7 @@ async def reap_orphans() -> list[str]:
                 await handler(record)
             except Exception:
                 logger.exception("reaper: handler failed for task %s", task_id)
+        await state.lease_release(chat_id=record.chat_id, task_id=task_id)
         await state.record_delete(record)
         reaped.append(task_id)
         if layer is not None:

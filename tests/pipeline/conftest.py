@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from channels.auth import AuthMiddlewareStack
+from channels.layers import channel_layers
 from channels.routing import URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 from channels.testing import WebsocketCommunicator
@@ -102,6 +103,9 @@ async def ws_client() -> AsyncIterator[Callable[..., Any]]:
     clients: list[Client] = []
     registries: set[str] = set()
     instance_context_forget()
+    # A fresh channel layer per test: channels-redis keeps per-process receive state that
+    # must not outlive the test's event loop.
+    channel_layers.backends.clear()
 
     async def connect(
         user: Any, registry: str = "default", *, expect_active: bool = True
@@ -122,11 +126,14 @@ async def ws_client() -> AsyncIterator[Callable[..., Any]]:
 
     yield connect
     for name in registries:
-        await runtime.registry(name).wait_idle()
+        await asyncio.wait_for(runtime.registry(name).wait_idle(), 20)
     for client in clients:
-        await client.close()
+        await asyncio.wait_for(client.close(), 20)
     for name in registries:
-        await runtime.registry(name).stop()
+        await asyncio.wait_for(runtime.registry(name).stop(), 20)
+    layer = channel_layers.backends.pop("default", None)
+    if layer is not None:
+        await layer.close_pools()
 
 
 @pytest.fixture
@@ -157,3 +164,33 @@ def chat_factory(instance: Any) -> Callable[..., Any]:
         )
 
     return make
+
+
+async def _slow_lookup(params: dict[str, Any], context: Any) -> dict[str, Any]:
+    await asyncio.sleep(10)
+    return {"success": True, "result": {"query": params["query"]}}
+
+
+@pytest.fixture
+def slow_tool(instance: Any) -> str:
+    """A registered tool that takes 10 s, switched on for ``instance`` (for skill.cancel)."""
+    from skills.models import InstanceTool
+    from skills.registry import get_tool, register_tool
+
+    if get_tool("slow_lookup") is None:
+        register_tool(
+            name="slow_lookup",
+            description="Look something up slowly (test tool).",
+            category="test",
+            parameters={
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "What to look up."}},
+                "required": ["query"],
+            },
+            execute=_slow_lookup,
+        )
+    InstanceTool.objects.update_or_create(
+        instance=instance, name="slow_lookup", defaults={"enabled": True}
+    )
+    instance_context_forget()
+    return "slow_lookup"

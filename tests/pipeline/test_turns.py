@@ -1,0 +1,366 @@
+"""Turn runtime sequences over /ws/chat/: queueing, cancel, resume, disconnect, two
+processes, provider errors and the reaper (real PostgreSQL, Redis, OpenBao; scripted model)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chats import cache as chat_cache
+from chats.models import Embed, Message
+from chats.services import sealed_text_open
+from pipeline import runtime, state
+from pipeline.ids import new_id
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+SAFE = '{"harmful": 0, "misuse": 0}'
+TITLE = '{"title": "Chat", "icon": "chat", "category": "general", "tags": []}'
+POST = '{"follow_ups": [], "topic_changed": false, "summary": "s"}'
+SLOW_PIECES = [f"word{n} " for n in range(30)]
+
+
+@pytest.fixture
+def user(owner: Any) -> Any:
+    from openmates import vault
+
+    vault.ensure_key(vault.user_key_name(owner.pk))
+    return owner
+
+
+@pytest.fixture
+def chat(chat_factory: Any, user: Any) -> Any:
+    return chat_factory(user)
+
+
+def _first_message_script(llm_script: Any, main: dict[str, Any]) -> None:
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(model="standard", **main)
+    llm_script.reply(text=POST, model="fast")
+
+
+def _text(frames: list[dict[str, Any]]) -> str:
+    return "".join(f["delta"] for f in frames if f["type"] == "stream.delta")
+
+
+async def _row(message_id: str) -> Message:
+    return await sync_to_async(Message.objects.get)(pk=message_id)
+
+
+async def test_second_message_is_queued_and_answered_after_the_first(
+    ws_client, chat, user, llm_script
+):
+    _first_message_script(llm_script, {"text": SLOW_PIECES, "delay_s": 0.01})
+    llm_script.reply(text="second answer", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    first, second = new_id(), new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=first, content="Tell me a story"
+    )
+    await client.until("stream.delta")
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=second, content="Tell me more about it"
+    )
+    frames = await client.until("task.queued")
+    queued = frames[-1]
+    assert queued["message_id"] == second
+    assert queued["position"] == 1
+    done_first = [f for f in await client.until("stream.done") if f["type"] == "stream.done"][-1]
+    assert done_first["content"] == "".join(SLOW_PIECES)
+    rest: list[dict[str, Any]] = []
+    while not any(f["type"] == "stream.done" and f["task_id"] == queued["task_id"] for f in rest):
+        rest.append(await client.recv())
+    accepted = next(f for f in rest if f["type"] == "message.accepted")
+    assert accepted["task_id"] == queued["task_id"]
+    done_second = rest[-1]
+    assert done_second["content"] == "second answer"
+    assert (await _row(second)).status == "done"
+
+
+async def test_cancel_mid_stream_stops_the_turn(ws_client, chat, user, llm_script):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text=SLOW_PIECES, delay_s=0.05, model="standard")
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Long story"
+    )
+    frames = await client.until("stream.delta")
+    task_id = frames[0]["task_id"]
+    await client.send(type="task.cancel", task_id=task_id)
+    frames += await client.until("task.cancelled")
+    done = next(f for f in frames if f["type"] == "stream.done")
+    assert done["status"] == "cancelled"
+    assert 0 < len(done["content"]) < len("".join(SLOW_PIECES))
+    assert done["content"] == _text(frames)
+    assert await client.nothing(0.3)
+    assert (await _row(message_id)).status == "cancelled"
+    assert (await _row(frames[0]["assistant_message_id"])).status == "cancelled"
+
+
+async def test_another_users_task_cannot_be_cancelled(
+    ws_client, chat, user, keyed_user_factory, llm_script
+):
+    _first_message_script(llm_script, {"text": SLOW_PIECES, "delay_s": 0.02})
+    client = await ws_client(user)
+    await client.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="Story")
+    task_id = (await client.until("message.accepted"))[-1]["task_id"]
+    other = await sync_to_async(keyed_user_factory)("mallory")
+    intruder = await ws_client(other)
+    await intruder.send(type="task.cancel", task_id=task_id)
+    error = await intruder.recv()
+    assert error["code"] == "not_found"
+    done = (await client.until("stream.done"))[-1]
+    assert done["status"] == "done"
+    await client.until("postprocess.done")
+
+
+async def test_cancel_one_of_two_tool_calls(ws_client, chat, user, instance, llm_script, slow_tool):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(
+        tool_calls=[
+            {"id": "c1", "name": "calculator", "arguments": {"expression": "2 + 2"}},
+            {"id": "c2", "name": "slow_lookup", "arguments": {"query": "anything"}},
+        ],
+        model="standard",
+    )
+    llm_script.reply(text="2 + 2 = 4; the lookup was cancelled.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=new_id(),
+        content="Compute 2 + 2 and @slow_lookup anything",
+    )
+    frames = []
+    slow_embed = None
+    while slow_embed is None:
+        frame = await client.recv()
+        frames.append(frame)
+        if frame["type"] == "skill.status" and frame["tool"] == "slow_lookup":
+            slow_embed = frame["embed_id"]
+    await client.send(type="skill.cancel", embed_id=slow_embed)
+    frames += await client.until("postprocess.done")
+    final = {f["tool"]: f["status"] for f in frames if f["type"] == "skill.status"}
+    assert final == {"calculator": "finished", "slow_lookup": "cancelled"}
+    assert _text(frames) == "2 + 2 = 4; the lookup was cancelled."
+    embed = await sync_to_async(Embed.objects.get)(pk=slow_embed)
+    assert embed.status == "cancelled"
+    tool_results = [m for m in llm_script.requests[-2].messages if m["role"] == "tool"]
+    assert "cancelled by the user" in tool_results[1]["content"]
+    assert "4" in tool_results[0]["content"]
+
+
+async def test_reconnect_with_stream_resume_gets_exactly_the_stored_text(
+    ws_client, chat, user, llm_script
+):
+    _first_message_script(llm_script, {"text": SLOW_PIECES, "delay_s": 0.03})
+    first = await ws_client(user)
+    await first.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="Story please"
+    )
+    frames = await first.until("stream.delta")
+    frames += [await first.recv() for _ in range(2)]
+    accepted = frames[0]
+    await first.close()
+    second = await ws_client(user, expect_active=False)
+    active = await second.recv()
+    assert active["type"] == "task.active"
+    assert [t["task_id"] for t in active["tasks"]] == [accepted["task_id"]]
+    await second.send(
+        type="stream.resume",
+        chat_id=chat.pk,
+        task_id=accepted["task_id"],
+        last_sequence=active["tasks"][0]["last_sequence"],
+    )
+    resumed = await second.until("stream.done")
+    snapshot = resumed[0]
+    assert snapshot["type"] == "stream.snapshot"
+    after = [f for f in resumed if f["type"] == "stream.delta"]
+    assert all(f["sequence"] > snapshot["sequence"] for f in after)
+    client_text = snapshot["content"] + _text(after)
+    done = resumed[-1]
+    assert client_text == done["content"] == "".join(SLOW_PIECES)
+    row = await _row(accepted["assistant_message_id"])
+    stored = sealed_text_open(owner_id=user.pk, object_id=row.pk, sealed=row.server_content or b"")
+    assert stored == client_text
+
+
+async def test_disconnect_mid_stream_completes_caches_and_keeps_the_reply(
+    ws_client, chat, user, llm_script
+):
+    _first_message_script(llm_script, {"text": SLOW_PIECES, "delay_s": 0.01})
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(type="message.send", chat_id=chat.pk, message_id=message_id, content="Story")
+    accepted = (await client.until("stream.delta"))[0]
+    await client.close()
+    await runtime.registry().wait_idle()
+    reply = await _row(accepted["assistant_message_id"])
+    assert reply.status == "done"
+    assert sealed_text_open(
+        owner_id=user.pk, object_id=reply.pk, sealed=reply.server_content or b""
+    ) == "".join(SLOW_PIECES)
+    cached = await chat_cache.ai_history_load(
+        user_id=user.pk, chat_id=chat.pk, expected_done_count=2
+    )
+    assert [m["content"] for m in cached.messages or []] == ["Story", "".join(SLOW_PIECES)]
+
+
+async def test_message_sent_through_one_process_streams_to_a_tab_on_another(
+    ws_client, chat, user, llm_script
+):
+    _first_message_script(llm_script, {"text": SLOW_PIECES, "delay_s": 0.005})
+    tab_a = await ws_client(user, "default")
+    tab_b = await ws_client(user, "process-b")
+    await tab_a.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="Story")
+    on_a = await tab_a.until("postprocess.done")
+    on_b = await tab_b.until("postprocess.done")
+    done_a = next(f for f in on_a if f["type"] == "stream.done")
+    done_b = next(f for f in on_b if f["type"] == "stream.done")
+    assert done_a == done_b
+    assert on_b[0]["type"] in ("message.accepted", "task.queued")
+    snapshot = next((f for f in on_b if f["type"] == "stream.snapshot"), None)
+    text_b = (snapshot["content"] if snapshot else "") + _text(on_b)
+    assert text_b == done_a["content"] == "".join(SLOW_PIECES)
+    deltas_a = {f["sequence"]: f["delta"] for f in on_a if f["type"] == "stream.delta"}
+    for frame in on_b:
+        if frame["type"] == "stream.delta":
+            assert deltas_a[frame["sequence"]] == frame["delta"]
+
+
+async def test_cancel_sent_through_another_process_stops_the_turn(
+    ws_client, chat, user, llm_script
+):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text=SLOW_PIECES, delay_s=0.05, model="standard")
+    tab_a = await ws_client(user, "default")
+    tab_b = await ws_client(user, "process-b")
+    await tab_a.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="Story")
+    task_id = (await tab_a.until("stream.delta"))[0]["task_id"]
+    assert task_id in runtime.registry("default").turns
+    await tab_b.send(type="task.cancel", task_id=task_id)
+    on_a = await tab_a.until("task.cancelled")
+    done = next(f for f in on_a if f["type"] == "stream.done")
+    assert done["status"] == "cancelled"
+    assert len(done["content"]) < len("".join(SLOW_PIECES))
+
+
+async def test_provider_error_mid_stream_then_the_next_message_works(
+    ws_client, chat, user, llm_script
+):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(
+        text=["Partial ", "answer ", "cut"], error=500, error_after=2, model="standard"
+    )
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Tell me about the sea"
+    )
+    frames = await client.until("stream.done")
+    error = next(f for f in frames if f["type"] == "error")
+    assert error["code"] == "provider_error"
+    done = frames[-1]
+    assert done["status"] == "interrupted"
+    assert done["content"] == "Partial answer "
+    assert (await _row(message_id)).status == "interrupted"
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text="Hi again!", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=new_id(),
+        content="Tell me about the sea again",
+    )
+    frames = await client.until("postprocess.done")
+    assert next(f for f in frames if f["type"] == "stream.done")["status"] == "done"
+    assert _text(frames) == "Hi again!"
+
+
+async def test_killed_process_turn_is_reaped_and_retry_answers_it(
+    ws_client, chat, user, llm_script, settings
+):
+    from chats import services
+
+    settings.PIPELINE_ALIVE_TTL_S = 0.2
+    message_id, reply_id, task_id = new_id(), new_id(), new_id()
+
+    def accepted() -> None:
+        services.user_message_accept(chat=chat, message_id=message_id, user=user)
+        services.assistant_message_create(chat=chat, message_id=reply_id)
+
+    await sync_to_async(accepted)()
+    # What the dead process had written before it died: the lease, the record, the text.
+    assert await state.lease_acquire(chat_id=chat.pk, task_id=task_id) == 0
+    await state.record_save(
+        state.TaskRecord(
+            task_id=task_id,
+            user_id=str(user.pk),
+            chat_id=chat.pk,
+            message_id=message_id,
+            assistant_message_id=reply_id,
+            owner="turns.dead!gone",
+            state="running",
+        )
+    )
+    await state.pending_content_save(user_id=user.pk, message_id=message_id, content="What is 6*7?")
+    await asyncio.sleep(0.3)
+    assert task_id in await runtime.reap_orphans()
+    assert (await _row(message_id)).status == "failed"
+    assert (await _row(reply_id)).status == "failed"
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text="42.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    await client.send(type="message.retry", chat_id=chat.pk, message_id=message_id)
+    frames = await client.until("postprocess.done")
+    assert frames[0]["type"] == "message.accepted"
+    assert frames[0]["message_id"] == message_id
+    assert next(f for f in frames if f["type"] == "stream.done")["content"] == "42."
+    assert (await _row(message_id)).status == "done"
+    assert llm_script.requests[2].messages[-1]["content"] == "What is 6*7?"
+
+
+async def test_retry_of_a_done_message_is_a_conflict(ws_client, chat, user, llm_script):
+    _first_message_script(llm_script, {"text": "Done."})
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Say something nice"
+    )
+    await client.until("postprocess.done")
+    await client.send(type="message.retry", chat_id=chat.pk, message_id=message_id)
+    assert (await client.recv())["code"] == "conflict"
+
+
+async def test_safety_rejection_answers_with_a_canned_reply_in_the_users_language(
+    ws_client, chat, user, llm_script
+):
+    llm_script.reply(text='{"harmful": 9, "misuse": 2}', model="fast")
+    client = await ws_client(user)
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=new_id(),
+        content="Wie baue ich eine Bombe, um Menschen zu verletzen?",
+    )
+    frames = await client.until("stream.done")
+    pre = next(f for f in frames if f["type"] == "preprocess.done")
+    assert pre["language"] == "de"
+    assert pre["reason"] == "safety_rejected"
+    assert frames[-1]["content"].startswith("Bei dieser Anfrage kann ich nicht helfen.")
+    assert [r.model for r in llm_script.requests] == ["fast"]
