@@ -59,6 +59,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "accounts.middleware.SameOriginCsrfViewMiddleware",
@@ -267,3 +268,8 @@ PIPELINE_FRAMES_PER_10S = env_int("PIPELINE_FRAMES_PER_10S", default=120)
 PIPELINE_TURNS_PER_MINUTE = env_int("PIPELINE_TURNS_PER_MINUTE", default=30)
 PIPELINE_LEASE_TTL_S = env_float("PIPELINE_LEASE_TTL_S", default=30.0)
 PIPELINE_ALIVE_TTL_S = env_float("PIPELINE_ALIVE_TTL_S", default=10.0)
+
+# --- Static files: WhiteNoise serves /static/ from the app's own files (no CDN, no
+# collectstatic needed: the finders' files are indexed at start-up). ---
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG

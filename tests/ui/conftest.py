@@ -1,11 +1,11 @@
 """Browser tests against a live Daphne serving OpenMates on the test database.
 
-``asgi_server`` starts ``daphne tests.ui.asgi_static:application`` in a subprocess on a
-free loopback port, with the test session's PostgreSQL (the test database), Redis and
-OpenBao, and the model tiers pointed at ``ui_llm`` (a loopback OpenAI-compatible server
-the test scripts). Tests use ``transactional_db`` so what they create is committed and
-visible to the server process. ``ui_browser`` is headless Debian Chromium through
-Playwright's sync API.
+``asgi_server`` starts ``daphne openmates.asgi:application`` (static files through
+WhiteNoise, as in production) in a subprocess on a free loopback port, with the test
+session's PostgreSQL (the test database), Redis and OpenBao, and the model tiers pointed
+at ``ui_llm`` (a loopback OpenAI-compatible server the test scripts). Tests use
+``transactional_db`` so what they create is committed and visible to the server process.
+``ui_browser`` is headless Debian Chromium through Playwright's sync API.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def daphne_serving(extra_env: dict[str, str], log_dir: Path) -> Iterator[str]:
                 "127.0.0.1",
                 "-p",
                 str(port),
-                "tests.ui.asgi_static:application",
+                "openmates.asgi:application",
             ],
             cwd=ROOT,
             env=env,
