@@ -47,6 +47,9 @@ def _flush_redis(url: str) -> None:
 
 
 def _start_services() -> None:
+    # LiteLLM fetches its price map from the internet at import unless told otherwise; a
+    # test module may import it before openmates.llm sets this.
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     from openmates.runlocal.postgres import EmbeddedPostgres
     from openmates.runlocal.redis import EmbeddedRedis
 
