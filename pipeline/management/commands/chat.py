@@ -1,0 +1,130 @@
+"""``manage.py chat --instance SLUG``: talk to an instance in the terminal.
+
+The conversation is server-managed (its content sealed under the user's transit key)
+and every message goes through the same ``run_turn`` as the WebSocket: pre-processing,
+the main model with tools, post-processing. Replies stream as they arrive; tool calls
+show as ``[tool: status]`` lines. ``--chat ID`` continues an earlier conversation.
+Ctrl-C while a reply streams cancels that turn; Ctrl-D (or an empty line) ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TextIO
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from chats import services as chat_services
+from chats.models import Chat, ChatMode
+from instances.models import Instance, InstanceMember
+from pipeline import events as ev
+from pipeline.ids import new_id
+from pipeline.runtime import TurnControl
+from pipeline.turn import TurnRequest, run_turn
+
+
+class Command(BaseCommand):
+    help = "Chat with an instance in the terminal through the full pipeline."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--instance", required=True, help="The instance's slug.")
+        parser.add_argument("--user", help="Username (default: the instance's owner).")
+        parser.add_argument("--chat", help="Continue this server-managed chat id.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        instance = Instance.objects.filter(slug=options["instance"]).first()
+        if instance is None:
+            raise CommandError(f"No instance {options['instance']!r}.")
+        user = self._user(instance, options.get("user"))
+        role = (
+            InstanceMember.objects.filter(instance=instance, user=user)
+            .values_list("role", flat=True)
+            .first()
+            or "member"
+        )
+        chat_services.user_transit_key_ensure(user_id=user.pk)
+        chat = self._chat(instance, user, options.get("chat"))
+        # Replies stream piece by piece: no automatic newline after each write.
+        self.stdout.ending = ""
+        self.stdout.write(f"Chat {chat.pk} with {instance.name}. Empty line or Ctrl-D ends.\n")
+        while True:
+            try:
+                line = input("you> ").strip()
+            except EOFError:
+                line = ""
+            if not line:
+                return
+            asyncio.run(self._turn(chat, instance, user, role, line, self.stdout))
+
+    def _user(self, instance: Instance, username: str | None) -> Any:
+        users = get_user_model().objects
+        if username:
+            user = users.filter(username=username).first()
+        else:
+            owner = InstanceMember.objects.filter(
+                instance=instance, role=InstanceMember.Role.OWNER
+            ).first()
+            user = users.filter(pk=owner.user_id).first() if owner else None
+        if user is None:
+            raise CommandError("No such user; pass --user USERNAME.")
+        return user
+
+    def _chat(self, instance: Instance, user: Any, chat_id: str | None) -> Chat:
+        if chat_id is None:
+            return chat_services.server_chat_create(user=user, chat_id=new_id(), instance=instance)
+        chat = Chat.objects.filter(
+            pk=chat_id, owner=user, instance=instance, mode=ChatMode.SERVER_MANAGED
+        ).first()
+        if chat is None:
+            raise CommandError(f"No server-managed chat {chat_id} of this user and instance.")
+        return chat
+
+    async def _turn(
+        self, chat: Chat, instance: Instance, user: Any, role: str, content: str, out: Any
+    ) -> None:
+        message_id, reply_id = new_id(), new_id()
+
+        def accept() -> None:
+            chat_services.user_message_accept(chat=chat, message_id=message_id, user=user)
+            chat_services.assistant_message_create(chat=chat, message_id=reply_id)
+
+        await sync_to_async(accept)()
+        request = TurnRequest(
+            task_id=new_id(),
+            user_id=user.pk,
+            chat=chat,
+            instance=instance,
+            role=role,
+            message_id=message_id,
+            assistant_message_id=reply_id,
+            content=content,
+        )
+        control = TurnControl()
+        task = asyncio.create_task(_print_turn(run_turn(request, control), out))
+        try:
+            await asyncio.shield(task)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            control.cancel.set()
+            task.cancel()
+            await task
+
+
+async def _print_turn(events: Any, out: TextIO) -> None:
+    """Render a turn's events as terminal text."""
+    out.write("mate> ")
+    async for event in events:
+        if isinstance(event, ev.ReplyDelta):
+            out.write(event.text)
+            out.flush()
+        elif isinstance(event, ev.SkillStatus):
+            out.write(f"\n[{event.tool}: {event.status}]\n")
+        elif isinstance(event, ev.Error):
+            out.write(f"\n[error {event.code}: {event.message}]\n")
+        elif isinstance(event, ev.StreamDone) and event.status != "done":
+            out.write(f"\n[{event.status}]")
+        elif isinstance(event, ev.PostprocessDone) and event.follow_ups:
+            out.write("\n" + "\n".join(f"  ? {q}" for q in event.follow_ups))
+    out.write("\n")
+    out.flush()

@@ -1,0 +1,44 @@
+"""``manage.py chat``: a server-managed conversation through the same pipeline."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from chats.models import Chat, ChatMode, Message
+from chats.services import sealed_text_open
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_terminal_chat_streams_a_server_managed_conversation(
+    instance: Any, owner: Any, llm_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm_script.reply(text='{"harmful": 0, "misuse": 0}', model="fast")
+    llm_script.reply(
+        text='{"title": "Greeting", "icon": "wave", "category": "general", "tags": []}',
+        model="fast",
+    )
+    llm_script.reply(text=["Hello ", "from the ", "pipeline."], model="standard")
+    llm_script.reply(
+        text='{"follow_ups": ["How are you?"], "topic_changed": false, "summary": "Greeted."}',
+        model="fast",
+    )
+    lines = iter(["Say hello to the terminal please", ""])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    out = io.StringIO()
+    call_command("chat", instance="demo", stdout=out)
+    printed = out.getvalue()
+    assert "mate> Hello from the pipeline." in printed
+    assert "? How are you?" in printed
+    chat = Chat.objects.get(owner=owner, mode=ChatMode.SERVER_MANAGED)
+    messages = list(Message.objects.filter(chat=chat).order_by("created_at"))
+    assert [(m.role, m.status) for m in messages] == [("user", "done"), ("assistant", "done")]
+    texts = [
+        sealed_text_open(owner_id=owner.pk, object_id=m.pk, sealed=m.server_content or b"")
+        for m in messages
+    ]
+    assert texts == ["Say hello to the terminal please", "Hello from the pipeline."]
