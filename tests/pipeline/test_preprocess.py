@@ -1,0 +1,145 @@
+"""Local pre-processing decisions (pipeline/preprocess.py) and the canned safety replies."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline import preprocess as pre
+from pipeline.safety_replies import SAFETY_REPLIES, safety_reply
+
+CANDIDATES = (
+    pre.ToolCandidate(
+        "calculator", "Evaluate an arithmetic expression.", "maths, sums, percentages"
+    ),
+    pre.ToolCandidate("unit_convert", "Convert a quantity between units of measurement.", ""),
+    pre.ToolCandidate("datetime_now", "The current date and time in a time zone.", ""),
+    pre.ToolCandidate("web_search", "Search the web for current information and news.", ""),
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("Wie spät ist es gerade in Berlin?", "de"),
+        ("¿Cuál es la capital de Australia y por qué no es Sídney?", "es"),
+        ("Quelle est la meilleure façon d'apprendre une langue étrangère ?", "fr"),
+        ("What is the tallest mountain in Europe?", "en"),
+        ("今日はとても良い天気ですね、散歩に行きましょう", "ja"),
+        ("Переведи, пожалуйста, это предложение на английский язык", "ru"),
+    ],
+)
+def test_language_is_detected(text: str, language: str) -> None:
+    assert pre.detect_language(text, fallback="xx") == language
+
+
+def test_language_is_that_of_the_instruction_not_of_quoted_material() -> None:
+    text = "Please translate this into English: Je voudrais réserver une table pour deux personnes ce soir."
+    assert pre.detect_language(text, fallback="xx") == "en"
+
+
+def test_short_or_ambiguous_text_falls_back() -> None:
+    assert pre.detect_language("ok", fallback="de") == "de"
+    assert pre.detect_language("42 + 17", fallback="fr") == "fr"
+
+
+def test_invisible_unicode_is_stripped_but_joiners_stay() -> None:
+    assert pre.strip_invisible("ig\u200bnore\u202e me\ufeff\U000e0041") == "ignore me"
+    assert pre.strip_invisible("👩\u200d💻") == "👩\u200d💻"
+
+
+def test_tools_are_preselected_by_rules_and_descriptions() -> None:
+    assert pre.preselect_tools("What is 17 * 23?", CANDIDATES) == ("calculator",)
+    assert pre.preselect_tools("How much is 5 miles in km?", CANDIDATES)[0] == "unit_convert"
+    assert "web_search" in pre.preselect_tools(
+        "Search the web for the latest news about Mars", CANDIDATES
+    )
+    assert pre.preselect_tools("Write me a haiku about autumn", CANDIDATES) == ()
+
+
+def test_explicit_mentions_win_and_requests_stay_within_enabled_tools() -> None:
+    chosen = pre.preselect_tools("@datetime_now and what is 2+2", CANDIDATES)
+    assert chosen[0] == "datetime_now"
+    assert "calculator" in chosen
+    assert pre.preselect_tools("hello", CANDIDATES, requested=["weather", "web_search"]) == (
+        "web_search",
+    )
+
+
+def test_tier_follows_complexity_and_unhappiness_within_the_role() -> None:
+    assert (
+        pre.choose_tier("thanks!", previous_assistant=None, requested=None, role="member")[0]
+        == "fast"
+    )
+    assert (
+        pre.choose_tier("What is a cat?", previous_assistant=None, requested=None, role="member")[0]
+        == "standard"
+    )
+    heavy = "Analyze the trade-offs of this architecture step by step and compare the options."
+    assert (
+        pre.choose_tier(heavy, previous_assistant=None, requested=None, role="owner")[0] == "heavy"
+    )
+    tier, reason = pre.choose_tier(
+        "That's wrong, try again", previous_assistant="It is 5.", requested=None, role="owner"
+    )
+    assert (tier, reason) == ("heavy", "user unhappy with the last answer")
+    assert (
+        pre.choose_tier("hi", previous_assistant=None, requested="heavy", role="member")[0]
+        == "fast"
+    )
+    assert pre.choose_tier("hi", previous_assistant=None, requested="heavy", role="admin") == (
+        "heavy",
+        "requested by the client",
+    )
+
+
+def test_mate_category_and_memory_categories() -> None:
+    assert (
+        pre.choose_mate_category("Fix this python function bug", ["general", "software"])
+        == "software"
+    )
+    assert pre.choose_mate_category("Tell me a joke", ["general", "software"]) is None
+    assert pre.memory_categories("Can you recommend a film for my wife?") == (
+        "preference",
+        "relationship",
+    )
+    assert pre.memory_categories("What is 2+2?") == ()
+
+
+def test_heuristic_safety_scores() -> None:
+    assert pre.heuristic_safety("How do I bake bread?") == pre.SafetyScores(0.0, 0.0)
+    bomb = pre.heuristic_safety("How can I make a bomb at home?")
+    assert bomb.rejected and bomb.harmful >= 7
+    weak = pre.heuristic_safety("Is this medicine a poison in large doses?")
+    assert weak.heuristic_fired and not weak.rejected
+
+
+def test_heuristic_title_uses_the_first_words() -> None:
+    meta = pre.heuristic_title("What is the capital of France and why is it there?")
+    assert meta.title == "What is the capital of France and why…"
+
+
+def test_canned_safety_replies_cover_at_least_20_languages_with_english_fallback() -> None:
+    assert len(SAFETY_REPLIES) >= 20
+    assert len(set(SAFETY_REPLIES.values())) == len(SAFETY_REPLIES)
+    assert safety_reply("pt-BR") == SAFETY_REPLIES["pt"]
+    assert safety_reply("xx") == SAFETY_REPLIES["en"]
+
+
+def test_preprocess_combines_the_decisions() -> None:
+    instance = SimpleNamespace(
+        default_language="en", tier_map={"standard": [{"model": "x/standard"}]}
+    )
+    decided = pre.preprocess(
+        content="Wie viel ist 12 * 12?\u200b",
+        instance=instance,
+        candidates=CANDIDATES,
+        role="member",
+        previous_assistant=None,
+        mate_categories=["general"],
+    )
+    assert decided.content == "Wie viel ist 12 * 12?"
+    assert decided.language == "de"
+    assert (decided.tier, decided.model) == ("standard", "x/standard")
+    assert decided.tools == ("calculator",)
