@@ -35,7 +35,10 @@ def test_language_is_detected(text: str, language: str) -> None:
 
 
 def test_language_is_that_of_the_instruction_not_of_quoted_material() -> None:
-    text = "Please translate this into English: Je voudrais réserver une table pour deux personnes ce soir."
+    text = (
+        "Please translate this into English: "
+        "Je voudrais réserver une table pour deux personnes ce soir."
+    )
     assert pre.detect_language(text, fallback="xx") == "en"
 
 
@@ -110,9 +113,11 @@ def test_mate_category_and_memory_categories() -> None:
 def test_heuristic_safety_scores() -> None:
     assert pre.heuristic_safety("How do I bake bread?") == pre.SafetyScores(0.0, 0.0)
     bomb = pre.heuristic_safety("How can I make a bomb at home?")
-    assert bomb.rejected and bomb.harmful >= 7
+    assert bomb.rejected
+    assert bomb.harmful >= 7
     weak = pre.heuristic_safety("Is this medicine a poison in large doses?")
-    assert weak.heuristic_fired and not weak.rejected
+    assert weak.heuristic_fired
+    assert not weak.rejected
 
 
 def test_heuristic_title_uses_the_first_words() -> None:
