@@ -13,6 +13,8 @@ Prints:
     relay_tokens_per_s: …                model tokens relayed to one client per second
     inter_frame_gap_p99_200_streams: … ms  gaps between a client's frames, 200 at once
     inter_frame_gap_p99_500_streams: … ms  the same with 500 concurrent streams
+                                         (each stream: --stream-tokens tokens, the model
+                                         pausing --stream-gap-ms after each)
 
 Usage: ``.venv/bin/python bench/turn_overhead.py [--samples 200] [--tokens 20000]
 [--streams 200,500]``
@@ -214,7 +216,11 @@ class Client:
         import websockets
 
         self.socket = await websockets.connect(
-            self.url, additional_headers=self.headers, max_size=None, open_timeout=60
+            self.url,
+            additional_headers=self.headers,
+            max_size=None,
+            open_timeout=120,
+            ping_interval=None,
         )
         frame = json.loads(await self.socket.recv())
         assert frame["type"] == "task.active", frame
@@ -260,8 +266,9 @@ async def _relay(client: Client, tokens: int) -> float:
     return tokens / max(arrivals[-1] - arrivals[0], 1e-9)
 
 
-async def _inter_frame_gaps(clients: list[Client]) -> list[float]:
-    results = await asyncio.gather(*(c.turn("Stream slowly tokens=100 gap_ms=20") for c in clients))
+async def _inter_frame_gaps(clients: list[Client], tokens: int, gap_ms: int) -> list[float]:
+    prompt = f"Stream slowly tokens={tokens} gap_ms={gap_ms}"
+    results = await asyncio.gather(*(c.turn(prompt) for c in clients))
     gaps: list[float] = []
     for _, arrivals, _ in results:
         gaps += [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]
@@ -280,7 +287,7 @@ async def _drive(port: int, users: list[tuple[str, str]], args: argparse.Namespa
         clients = [Client(port, *users[n]) for n in range(streams)]
         for batch in range(0, streams, 50):
             await asyncio.gather(*(c.open() for c in clients[batch : batch + 50]))
-        gaps = await _inter_frame_gaps(clients)
+        gaps = await _inter_frame_gaps(clients, args.stream_tokens, args.stream_gap_ms)
         print(
             f"inter_frame_gap_p99_{streams}_streams: {_percentile(gaps, 0.99):.1f} ms", flush=True
         )
@@ -291,6 +298,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--tokens", type=int, default=20_000)
+    parser.add_argument("--stream-tokens", type=int, default=40, help="tokens per stream")
+    parser.add_argument("--stream-gap-ms", type=int, default=100, help="model pause per token")
     parser.add_argument(
         "--streams", type=lambda s: [int(x) for x in s.split(",")], default=[200, 500]
     )
@@ -309,7 +318,10 @@ def main() -> None:
     finally:
         if daphne is not None:
             daphne.terminate()
-            daphne.wait(timeout=10)
+            try:
+                daphne.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                daphne.kill()
         model.terminate()
         for service in services:
             service.destroy()
