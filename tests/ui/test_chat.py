@@ -157,9 +157,9 @@ def test_escape_stops_the_answer_mid_stream_and_retry_answers_again(
 
 
 @pytest.mark.xfail(
-    reason="pipeline bug, reported: turns are announced to the channel-layer group "
-    "'user.<id>' while sockets join 'user.<id>.sockets', and after one ChatConsumer "
-    "disconnects the process's other sockets stop receiving layer messages",
+    reason="pipeline bug, reported: in a live Daphne the user's second socket gets none of "
+    "a turn started on the first (the turn.announce fan-out), and once one ChatConsumer "
+    "has disconnected the process's other sockets stop receiving channel-layer messages",
     strict=False,
 )
 def test_two_tabs_show_the_same_streamed_turn(
