@@ -226,7 +226,9 @@ class TurnRegistry:
         turn.record = state.TaskRecord(**{**_record_fields(record), "state": "running"})
         await state.record_save(turn.record)
         if not position:
-            await self._announce(turn.record)
+            # Other sockets catch up when they subscribe: the announcement need not
+            # delay this socket's first frames.
+            self._spawn(self._announce(turn.record))
         await self._emit(
             turn,
             ev.MessageAccepted(

@@ -215,13 +215,19 @@ async def _answer(
     request: TurnRequest, control: TurnControl, progress: _Progress
 ) -> AsyncIterator[ev.ServerEvent]:
     chat, instance = request.chat, request.instance
-    await state.pending_content_save(
-        user_id=request.user_id, message_id=request.message_id, content=request.content
+    # Independent reads and the retry copy run while the history loads.
+    side = asyncio.gather(
+        state.pending_content_save(
+            user_id=request.user_id, message_id=request.message_id, content=request.content
+        ),
+        state.chat_meta_load(user_id=request.user_id, chat_id=chat.pk),
+        instance_context_get(instance),
     )
-    async for event in _load_history(request, control, progress):
-        yield event
-    progress.meta = await state.chat_meta_load(user_id=request.user_id, chat_id=chat.pk)
-    context = await instance_context_get(instance)
+    try:
+        async for event in _load_history(request, control, progress):
+            yield event
+    finally:
+        _, progress.meta, context = await side
     previous = next((m for m in reversed(progress.history) if m.get("role") == "assistant"), None)
     decided = pre.preprocess(
         content=request.content,
