@@ -200,6 +200,7 @@ class TurnRegistry:
                 await self._run(turn)
             except Exception:
                 logger.exception("turn %s crashed", turn.record.task_id)
+                await self._fail(turn)
             finally:
                 self.turns.pop(turn.record.task_id, None)
                 await self._finish(turn)
@@ -240,6 +241,37 @@ class TurnRegistry:
         )
         # A turn cancelled while queued still runs run_turn, which ends it at once.
         await self._consume(turn)
+
+    async def _fail(self, turn: ActiveTurn) -> None:
+        """A turn that crashed outside run_turn (Redis gone, …): failed, and said so."""
+        if turn.done is not None:
+            return
+        record = turn.record
+        with contextlib.suppress(Exception):
+            for handler in _orphan_handlers:
+                await handler(record)
+        with contextlib.suppress(Exception):
+            await self._emit(
+                turn,
+                ev.Error(
+                    code="internal",
+                    message="The turn could not run; try again.",
+                    chat_id=record.chat_id,
+                    task_id=record.task_id,
+                ),
+            )
+            await self._emit(
+                turn,
+                ev.StreamDone(
+                    chat_id=record.chat_id,
+                    task_id=record.task_id,
+                    message_id=record.assistant_message_id,
+                    content="".join(turn.parts),
+                    model="",
+                    usage={"prompt_tokens": 0, "completion_tokens": 0},
+                    status="failed",
+                ),
+            )
 
     async def _wait_for_lease(self, turn: ActiveTurn) -> bool:
         """Poll for the lease while queued; False when the turn was cancelled meanwhile."""

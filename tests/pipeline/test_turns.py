@@ -364,3 +364,24 @@ async def test_safety_rejection_answers_with_a_canned_reply_in_the_users_languag
     assert pre["reason"] == "safety_rejected"
     assert frames[-1]["content"].startswith("Bei dieser Anfrage kann ich nicht helfen.")
     assert [r.model for r in llm_script.requests] == ["fast"]
+
+
+async def test_resume_after_the_turn_ended_answers_from_the_sealed_snapshot(
+    ws_client, chat, user, keyed_user_factory, llm_script
+):
+    _first_message_script(llm_script, {"text": ["Short ", "answer."]})
+    client = await ws_client(user)
+    await client.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="Story")
+    frames = await client.until("postprocess.done")
+    task_id = frames[0]["task_id"]
+    await runtime.registry().wait_idle()
+    await client.send(type="stream.resume", chat_id=chat.pk, task_id=task_id, last_sequence=0)
+    snapshot, done = await client.recv(), await client.recv()
+    assert snapshot["type"] == "stream.snapshot"
+    assert snapshot["content"] == "Short answer." == done["content"]
+    assert done["type"] == "stream.done"
+    assert done["status"] == "done"
+    other = await sync_to_async(keyed_user_factory)("mallory")
+    intruder = await ws_client(other)
+    await intruder.send(type="stream.resume", chat_id=chat.pk, task_id=task_id, last_sequence=0)
+    assert (await intruder.recv())["code"] == "not_found"
