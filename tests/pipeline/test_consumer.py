@@ -276,3 +276,12 @@ async def test_chat_create_and_store_round_trip(ws_client, user, instance):
     )
     created = await client.recv()
     assert created == {"type": "chat.created", "chat_id": chat_id, "version": 1, "request_id": "r1"}
+
+
+async def test_socket_of_an_ended_session_is_closed_with_4401(ws_client, user):
+    from accounts.services import user_sockets_close
+
+    client = await ws_client(user)
+    await sync_to_async(user_sockets_close)(user_id=user.pk)
+    closed = await client.communicator.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4401}
