@@ -174,7 +174,8 @@ def _create_users(count: int) -> list[tuple[str, str]]:
     return users
 
 
-def _start_daphne(port: int) -> subprocess.Popen[bytes]:
+def _start_daphne(port: int, log: Path) -> subprocess.Popen[bytes]:
+    # The server's log goes to a file: an unread pipe fills up and freezes the server.
     process = subprocess.Popen(
         [
             sys.executable,
@@ -189,7 +190,7 @@ def _start_daphne(port: int) -> subprocess.Popen[bytes]:
         cwd=ROOT,
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log.open("wb"),
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -240,7 +241,7 @@ class Client:
         )
         arrivals: list[float] = []
         while True:
-            frame = json.loads(await self.socket.recv())
+            frame = json.loads(await asyncio.wait_for(self.socket.recv(), 120))
             if frame["type"] == "stream.delta":
                 arrivals.append(time.perf_counter())
             elif frame["type"] == "stream.done":
@@ -313,8 +314,13 @@ def main() -> None:
     try:
         services = _start_services(root, model_port)
         users = _create_users(max([1, *args.streams]))
-        daphne = _start_daphne(server_port)
+        daphne = _start_daphne(server_port, root / "daphne.log")
         asyncio.run(_drive(server_port, users, args))
+    except BaseException:
+        log = root / "daphne.log"
+        if log.exists():
+            sys.stderr.write(log.read_text(errors="replace")[-4000:])
+        raise
     finally:
         if daphne is not None:
             daphne.terminate()
