@@ -19,12 +19,11 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from chats import cache as chat_cache
 from chats import services as chat_services
 from openmates import llm
 from pipeline import events as ev
+from pipeline.db import cache_slot, db_call
 from pipeline.ids import new_id
 from pipeline.preprocess import strip_invisible
 from pipeline.prompts import fence_tool_output
@@ -220,7 +219,8 @@ async def _run_tools(
         else:
             running.append(_Call(call=call, embed_id=new_id()))
     for item in running:
-        await sync_to_async(chat_services.embed_create)(
+        await db_call(
+            chat_services.embed_create,
             chat=ctx.chat,
             embed_id=item.embed_id,
             tool=item.call.name,
@@ -293,10 +293,11 @@ async def _finish_embed(
         "result": output.get("result"),
         "error": output.get("error"),
     }
-    await sync_to_async(chat_services.embed_status_set)(embed_id=item.embed_id, status=status)
-    await chat_cache.embed_cache_put(
-        user_id=ctx.user_id, chat_id=ctx.chat.pk, embed_id=item.embed_id, content=content
-    )
+    await db_call(chat_services.embed_status_set, embed_id=item.embed_id, status=status)
+    async with cache_slot():
+        await chat_cache.embed_cache_put(
+            user_id=ctx.user_id, chat_id=ctx.chat.pk, embed_id=item.embed_id, content=content
+        )
     preview = (
         json.dumps(output.get("result"), ensure_ascii=False)[:PREVIEW_CHARS]
         if status == "finished"

@@ -33,6 +33,7 @@ PREFIX = "om:"
 SNAPSHOT_PURPOSE = "ai-cache"
 RECORD_TTL_S = 24 * 3600
 FLAG_TTL_S = 3600
+MAX_CONNECTIONS = 64
 
 
 def lease_ttl_s() -> float:
@@ -55,7 +56,12 @@ def redis_client() -> aredis.Redis:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
-        client = aredis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+        # A blocking pool: under load a command waits for a free connection instead of
+        # failing with "Too many connections" (redis-py's default pool holds 100).
+        pool = aredis.BlockingConnectionPool.from_url(
+            settings.REDIS_URL, max_connections=MAX_CONNECTIONS, timeout=10, socket_timeout=5
+        )
+        client = aredis.Redis(connection_pool=pool)
         _clients[loop] = client
     return client
 

@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
-from asgiref.sync import sync_to_async
 
 from chats import cache as chat_cache
 from chats import selectors as chat_selectors
@@ -37,6 +36,7 @@ from pipeline import events as ev
 from pipeline import postprocess as post
 from pipeline import preprocess as pre
 from pipeline import prompts, state
+from pipeline.db import cache_slot, db_call
 from pipeline.ids import new_id
 from pipeline.mainprocess import MainContext, MainResult, respond
 from pipeline.runtime import TurnControl, on_orphan
@@ -120,7 +120,7 @@ async def instance_context_get(instance: Any) -> InstanceContext:
     cached = _instance_contexts.get(instance.pk)
     if cached is not None and time.monotonic() - cached.loaded_at < INSTANCE_CONTEXT_TTL_S:
         return cached
-    loaded = await sync_to_async(_instance_context_load)(instance)
+    loaded = await db_call(_instance_context_load, instance)
     _instance_contexts[instance.pk] = loaded
     return loaded
 
@@ -196,8 +196,10 @@ def _uncancel() -> None:
 
 def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
     if isinstance(exc, vault.VaultError):
+        logger.warning("turn %s: Vault unavailable: %s", request.task_id, exc)
         code, message = "vault_unavailable", "The key service is unavailable; try again shortly."
     elif isinstance(exc, redis.RedisError):
+        logger.warning("turn %s: Redis unavailable: %r", request.task_id, exc, exc_info=exc)
         code, message = "cache_unavailable", "The cache is unavailable; try again shortly."
     else:
         logger.exception("turn %s failed", request.task_id, exc_info=exc)
@@ -300,7 +302,8 @@ async def _answer(
     )
 
     async def load_embed(embed_id: str) -> dict[str, Any] | None:
-        return await chat_cache.embed_cache_get(user_id=request.user_id, embed_id=embed_id)
+        async with cache_slot():
+            return await chat_cache.embed_cache_get(user_id=request.user_id, embed_id=embed_id)
 
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     messages += prompts.summary_exchange(progress.meta.get("summary"))
@@ -381,17 +384,20 @@ async def _load_history(
 ) -> AsyncIterator[ev.ServerEvent]:
     """Fill ``progress.history``; on a miss ask the client and wait for ``chat.history``."""
     chat = request.chat
-    expected = await chat_selectors.achat_done_message_count(chat_id=chat.pk)
-    loaded = await chat_cache.ai_history_load(
-        user_id=request.user_id, chat_id=chat.pk, expected_done_count=expected
-    )
-    if loaded.messages is None and request.client_history is not None:
-        await chat_cache.ai_history_store(
-            user_id=request.user_id, chat_id=chat.pk, messages=list(request.client_history)
-        )
+    expected = await db_call(chat_selectors.chat_done_message_count, chat_id=chat.pk)
+    async with cache_slot():
         loaded = await chat_cache.ai_history_load(
-            user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
+            user_id=request.user_id, chat_id=chat.pk, expected_done_count=expected
         )
+    if loaded.messages is None and request.client_history is not None:
+        async with cache_slot():
+            await chat_cache.ai_history_store(
+                user_id=request.user_id, chat_id=chat.pk, messages=list(request.client_history)
+            )
+        async with cache_slot():
+            loaded = await chat_cache.ai_history_load(
+                user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
+            )
     if loaded.messages is None:
         request_id = new_id()
         await state.history_request_save(
@@ -415,9 +421,10 @@ async def _load_history(
                     task_id=request.task_id,
                 )
             ) from None
-        loaded = await chat_cache.ai_history_load(
-            user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
-        )
+        async with cache_slot():
+            loaded = await chat_cache.ai_history_load(
+                user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
+            )
     progress.history = list(loaded.messages or [])
 
 
@@ -433,16 +440,18 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             "content": result.content,
             "embeds": list(result.embed_ids),
         }
-        await chat_cache.ai_history_append(
-            user_id=request.user_id, chat_id=chat.pk, message=user_entry
-        )
-        await chat_cache.ai_history_append(
-            user_id=request.user_id, chat_id=chat.pk, message=reply_entry
-        )
+        async with cache_slot():
+            await chat_cache.ai_history_append(
+                user_id=request.user_id, chat_id=chat.pk, message=user_entry
+            )
+        async with cache_slot():
+            await chat_cache.ai_history_append(
+                user_id=request.user_id, chat_id=chat.pk, message=reply_entry
+            )
         await state.pending_content_drop(request.message_id)
         progress.meta["language"] = progress.language
         await state.chat_meta_save(user_id=request.user_id, chat_id=chat.pk, meta=progress.meta)
-    await sync_to_async(_messages_finish)(request, result, progress.meta.get("title"))
+    await db_call(_messages_finish, request, result, progress.meta.get("title"))
 
 
 def _messages_finish(request: TurnRequest, result: MainResult, title: str | None) -> None:
@@ -517,4 +526,4 @@ async def _mark_orphan_failed(record: state.TaskRecord) -> None:
             with contextlib.suppress(chat_services.NotFound):
                 chat_services.message_status_set(message_id=message_id, status=MessageStatus.FAILED)
 
-    await sync_to_async(mark)()
+    await db_call(mark)
