@@ -80,6 +80,15 @@ def start_child(
             stdout.close()
 
 
+def wait_or_kill(process: subprocess.Popen[Any], *, timeout_s: float = 10) -> None:
+    """Wait up to ``timeout_s`` seconds for ``process`` to exit, then SIGKILL it and reap it."""
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def stop_child(process: subprocess.Popen[Any] | None, *, timeout_s: float = 10) -> None:
     """Send SIGTERM, wait up to ``timeout_s`` seconds, then SIGKILL; no-op when gone."""
     if process is None or process.poll() is not None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from openmates import vault
+from openmates.runlocal.child import wait_or_kill
 from openmates.runlocal.process import ServiceError, free_port, port_in_use, wait_until
 
 Mode = Literal["dev", "raft"]
@@ -273,11 +274,7 @@ log_level = "warn"
             return
         if self._process.poll() is None:
             self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            wait_or_kill(self._process, timeout_s=timeout_s)
         self._process = None
 
     def destroy(self) -> None:

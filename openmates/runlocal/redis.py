@@ -15,6 +15,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from openmates.runlocal.child import wait_or_kill
 from openmates.runlocal.process import ServiceError, socket_dir, wait_until
 
 
@@ -116,11 +117,7 @@ class EmbeddedRedis:
             with contextlib.suppress(redis.RedisError, OSError):
                 self._client().shutdown(nosave=not self.persistent)
         if self._process is not None:
-            try:
-                self._process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+            wait_or_kill(self._process, timeout_s=timeout_s)
             self._process = None
 
     def destroy(self) -> None:
