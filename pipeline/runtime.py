@@ -142,7 +142,12 @@ class TurnRegistry:
             if not self.channel:
                 layer = get_channel_layer()
                 assert layer is not None, "CHANNEL_LAYERS is not configured"
-                self.channel = await layer.new_channel("turns.")
+                # The default "specific." prefix on purpose: channels-redis has one
+                # receive lock per layer, and the coroutine holding it pops only its own
+                # channel's process-local list (``<prefix>.<client>!``) until a message
+                # comes. A control channel under another prefix would, once it held the
+                # lock (after any socket closed), starve every socket of the process.
+                self.channel = await layer.new_channel()
                 self._loops = [
                     asyncio.create_task(self._receive_loop(), name="turns-control"),
                     asyncio.create_task(self._heartbeat_loop(), name="turns-heartbeat"),

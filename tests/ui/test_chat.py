@@ -156,12 +156,6 @@ def test_escape_stops_the_answer_mid_stream_and_retry_answers_again(
     assert page.locator(".msg-user").count() == 1
 
 
-@pytest.mark.xfail(
-    reason="pipeline bug, reported: in a live Daphne the user's second socket gets none of "
-    "a turn started on the first (the turn.announce fan-out), and once one ChatConsumer "
-    "has disconnected the process's other sockets stop receiving channel-layer messages",
-    strict=False,
-)
 def test_two_tabs_show_the_same_streamed_turn(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
 ) -> None:
