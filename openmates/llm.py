@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib.util
 import logging
 import os
@@ -150,6 +151,13 @@ def _import_litellm() -> ModuleType:
         litellm.drop_params = True
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        # The import leaves ~400,000 long-lived objects (LiteLLM, the OpenAI SDK, their
+        # pydantic models). A streamed answer allocates many objects per chunk and LiteLLM
+        # keeps every chunk until the stream ends, so full collections come often, and
+        # each walked all of them: ~0.45 s a time, a fifth of a long stream's time and a
+        # stall for every other stream in the process. Freezing moves what exists now out
+        # of the collector's reach (it is still freed by reference counting).
+        gc.freeze()
         _litellm = litellm
         _imported.set()
         return litellm

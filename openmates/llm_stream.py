@@ -21,6 +21,7 @@ It also holds the prompt format for base models served through a completions end
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +99,10 @@ TOOL_MARKUP: tuple[tuple[str, str | None], ...] = (
     ("<|python_tag|>", None),
     ("[TOOL_CALLS]", None),
 )
+# Every marker starts with one of these; text without them needs no marker search.
+_MARKER_START = re.compile(
+    "[" + "".join(sorted({re.escape(opening[0]) for opening, _ in TOOL_MARKUP})) + "]"
+)
 
 
 class ToolMarkupFilter:
@@ -115,6 +120,8 @@ class ToolMarkupFilter:
 
     def feed(self, text: str) -> str:
         """Add streamed text; return the part that is safe to show now."""
+        if not self._pending and not self._inside and not _may_hold_marker(text):
+            return text  # the common case, one short piece per token: nothing to search
         self._pending += text
         shown: list[str] = []
         while self._pending:
@@ -177,6 +184,10 @@ class ToolMarkupFilter:
         return longest
 
 
+def _may_hold_marker(text: str) -> bool:
+    return _MARKER_START.search(text) is not None
+
+
 def strip_tool_markup(text: str) -> str:
     """Remove tool-call markup from a whole (non-streamed) text."""
     markup = ToolMarkupFilter()
@@ -195,6 +206,33 @@ def parse_tool_arguments(raw: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+_ABSENT = object()
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``getattr(obj, name, None)``, without its cost on LiteLLM's chunk objects.
+
+    LiteLLM keeps a streamed choice's and delta's fields as pydantic *extras*, which a
+    plain ``getattr`` reaches only through pydantic's ``__getattr__`` (about 1 µs each,
+    2.5 µs when the attribute is absent, against 0.1 µs here); with half a dozen reads
+    per chunk that was a noticeable part of streaming a long answer. Looks in the
+    instance dict, then in the pydantic extras, then falls back to ``getattr`` (class
+    attributes, properties, other object types): the same value as ``getattr`` for
+    pydantic models and plain objects.
+    """
+    values = getattr(obj, "__dict__", None)
+    if values is not None:
+        value = values.get(name, _ABSENT)
+        if value is not _ABSENT:
+            return value
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if extra is not None:
+        value = extra.get(name, _ABSENT)
+        if value is not _ABSENT:
+            return value
+    return getattr(obj, name, None)
 
 
 @dataclass(slots=True)
@@ -221,25 +259,26 @@ class StreamNormaliser:
 
     def feed(self, chunk: Any) -> list[LLMEvent]:
         """Take one chunk; return the text to show (zero or one :class:`TextDelta`)."""
-        usage = getattr(chunk, "usage", None)
+        usage = _field(chunk, "usage")
         if usage is not None:
             self._usage = Usage(
-                int(getattr(usage, "prompt_tokens", 0) or 0),
-                int(getattr(usage, "completion_tokens", 0) or 0),
+                int(_field(usage, "prompt_tokens") or 0),
+                int(_field(usage, "completion_tokens") or 0),
             )
         text = ""
-        for choice in getattr(chunk, "choices", None) or ():
-            if getattr(choice, "index", 0):
+        for choice in _field(chunk, "choices") or ():
+            if _field(choice, "index"):
                 continue  # n > 1 is never requested; extra choices are ignored
-            delta = getattr(choice, "delta", None)
+            delta = _field(choice, "delta")
             if delta is not None:
-                text += getattr(delta, "content", None) or ""
-                for fragment in getattr(delta, "tool_calls", None) or ():
+                text += _field(delta, "content") or ""
+                for fragment in _field(delta, "tool_calls") or ():
                     self._add_fragment(fragment)
-            elif getattr(choice, "text", None):  # a completions-endpoint chunk
-                text += choice.text
-            if getattr(choice, "finish_reason", None):
-                self._finish_reason = str(choice.finish_reason)
+            else:
+                text += _field(choice, "text") or ""  # a completions-endpoint chunk
+            finish_reason = _field(choice, "finish_reason")
+            if finish_reason:
+                self._finish_reason = str(finish_reason)
         shown = self.markup.feed(text) if text else ""
         return [TextDelta(shown)] if shown else []
 
@@ -270,11 +309,11 @@ class StreamNormaliser:
         return events
 
     def _add_fragment(self, fragment: Any) -> None:
-        index = int(getattr(fragment, "index", 0) or 0)
-        call_id = getattr(fragment, "id", None) or None
-        function = getattr(fragment, "function", None)
-        name = (getattr(function, "name", None) or "") if function is not None else ""
-        arguments = (getattr(function, "arguments", None) or "") if function is not None else ""
+        index = int(_field(fragment, "index") or 0)
+        call_id = _field(fragment, "id") or None
+        function = _field(fragment, "function")
+        name = (_field(function, "name") or "") if function is not None else ""
+        arguments = (_field(function, "arguments") or "") if function is not None else ""
         current = self._latest_at.get(index)
         if current is None or (call_id is not None and call_id != current.id):
             if current is not None and current.id is None and not current.name:
