@@ -94,6 +94,12 @@ def _count(reply: Any) -> int:
 
 # --- Redis clients -------------------------------------------------------------------
 
+# Blocking pools: past MAX_CONNECTIONS busy connections a command waits up to
+# POOL_WAIT_S for a free one (then redis.ConnectionError, a RedisError) instead of failing
+# at once with "Too many connections" as redis-py's default pool does beyond 100.
+MAX_CONNECTIONS = 64
+POOL_WAIT_S = 10
+
 _sync_client: redis.Redis | None = None
 # redis.asyncio pools belong to one event loop; tests and threads run several.
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
@@ -105,9 +111,14 @@ def redis_client() -> redis.Redis:
     """The process's synchronous Redis client on ``settings.REDIS_URL``."""
     global _sync_client
     if _sync_client is None:
-        _sync_client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=3, socket_connect_timeout=3
+        pool = redis.BlockingConnectionPool.from_url(
+            settings.REDIS_URL,
+            max_connections=MAX_CONNECTIONS,
+            timeout=POOL_WAIT_S,
+            socket_timeout=3,
+            socket_connect_timeout=3,
         )
+        _sync_client = redis.Redis(connection_pool=pool)
     return _sync_client
 
 
@@ -116,9 +127,14 @@ def aredis_client() -> aredis.Redis:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        client = aredis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=3, socket_connect_timeout=3
+        pool = aredis.BlockingConnectionPool.from_url(
+            settings.REDIS_URL,
+            max_connections=MAX_CONNECTIONS,
+            timeout=POOL_WAIT_S,
+            socket_timeout=3,
+            socket_connect_timeout=3,
         )
+        client = aredis.Redis(connection_pool=pool)
         _async_clients[loop] = client
     return client
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -223,3 +225,22 @@ async def test_prune_caches_removes_one_user_or_everyone(cache_user_id: int) -> 
     finally:
         cache.prune(user_id=other)
         vault.delete_key(vault.user_key_name(other))
+
+
+async def test_more_concurrent_calls_than_pooled_connections_wait_instead_of_failing() -> None:
+    # Each BLPOP holds its connection for 0.2 s; 150 at once is past both this pool's
+    # size and the 100 at which redis-py's default pool raised "Too many connections".
+    key = f"test:blocking-pool:{_id()}"
+    client = cache.aredis_client()
+    calls = 150
+    assert calls > cache.MAX_CONNECTIONS
+    results = await asyncio.gather(*(client.blpop([key], timeout=0.2) for _ in range(calls)))
+    assert results == [None] * calls
+
+
+def test_more_threads_than_pooled_connections_share_the_sync_client() -> None:
+    key = f"test:blocking-pool:{_id()}"
+    client = cache.redis_client()
+    with ThreadPoolExecutor(max_workers=120) as pool:
+        results = list(pool.map(lambda _: client.blpop([key], timeout=0.2), range(120)))
+    assert results == [None] * 120
