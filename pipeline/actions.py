@@ -8,6 +8,7 @@ as ``FrameError`` with a PROTOCOL.md code; the consumer turns them into ``error`
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -323,7 +324,14 @@ async def turn_follow(socket: Socket, task_id: str) -> None:
     if task_id in socket.following:
         return
     record = await state.record_get(task_id)
-    if record is None or record.user_id != str(socket.user.pk):
+    if record is None:
+        # It ended before this socket got to it (a short turn, a busy process): its
+        # sealed snapshot gives the text and the outcome; another user's does not open.
+        socket.following.add(task_id)
+        with contextlib.suppress(FrameError):
+            await turn_ended(socket, task_id)
+        return
+    if record.user_id != str(socket.user.pk):
         return
     socket.following.add(task_id)
     await socket.registry.subscribe_anywhere(record, socket, resume=False)

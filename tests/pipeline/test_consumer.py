@@ -285,3 +285,36 @@ async def test_socket_of_an_ended_session_is_closed_with_4401(ws_client, user):
     await sync_to_async(user_sockets_close)(user_id=user.pk)
     closed = await client.communicator.receive_output(timeout=5)
     assert closed == {"type": "websocket.close", "code": 4401}
+
+
+async def test_a_turn_announced_after_it_ended_reaches_the_socket_from_its_snapshot(
+    ws_client, chat, user
+):
+    from channels.layers import get_channel_layer
+
+    from pipeline import runtime, state
+
+    client = await ws_client(user)
+    task_id, reply_id = new_id(), new_id()
+    await state.snapshot_save(
+        user_id=user.pk,
+        task_id=task_id,
+        snapshot=state.Snapshot(
+            chat_id=str(chat.pk),
+            message_id=reply_id,
+            sequence=2,
+            content="Already over.",
+            status="done",
+            model="standard",
+            usage={"prompt_tokens": 3, "completion_tokens": 2},
+        ),
+    )
+    announce = {"type": "turn.announce", "task_id": task_id, "owner": "specific.gone!x"}
+    await get_channel_layer().group_send(runtime.user_group(user.pk), announce)
+    frames = await client.until("stream.done")
+    assert _types(frames) == ["stream.snapshot", "stream.done"]
+    assert frames[0]["content"] == frames[1]["content"] == "Already over."
+    assert frames[1]["status"] == "done"
+    assert frames[1]["message_id"] == reply_id
+    await get_channel_layer().group_send(runtime.user_group(user.pk), announce)
+    assert await client.nothing()  # followed once
