@@ -14,16 +14,26 @@ Prints (budget: ``gateway_overhead_p50`` ≤ ``litellm_bare_p50`` + 1 ms):
     gateway_added_p50: … ms         median of (gateway - bare) over paired calls
     gateway_stream_p50: … ms        one stream() to its Finish, and the bare twin
     litellm_bare_stream_p50: … ms
+    llm_stream_tokens_per_s: …      a long answer, one token per chunk, through stream()
+    litellm_bare_stream_tokens_per_s: …   the same stream on LiteLLM directly
 
-Usage: ``.venv/bin/python bench/llm_overhead.py [--calls 2000]``
+The streaming-throughput pair talks to an OpenAI-compatible server on loopback (in its
+own process, answering instantly) through LiteLLM's ``openai/`` provider, as a turn does;
+the rate is tokens over the time from the first to the last text chunk (best of
+``--stream-rounds``).
+
+Usage: ``.venv/bin/python bench/llm_overhead.py [--calls 2000] [--stream-tokens 20000]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import multiprocessing
 import os
 import shutil
+import socket
 import statistics
 import sys
 import tempfile
@@ -85,6 +95,108 @@ def _register_instant_model() -> Any:
 
     litellm.custom_provider_map = [{"provider": "instant", "custom_handler": Instant()}]
     return litellm
+
+
+def _serve_model(port: int) -> None:
+    """OpenAI's streaming wire format on loopback: ``tokens=N`` in the prompt, N chunks."""
+    from aiohttp import web
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+        body: dict[str, Any] = {
+            "id": "bench",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "instant",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        if usage is not None:
+            body["usage"] = usage
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        payload = await request.json()
+        prompt = str(payload["messages"][-1].get("content") or "")
+        tokens = int(dict(p.split("=", 1) for p in prompt.split() if "=" in p).get("tokens", 3))
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(chunk({"role": "assistant", "content": ""}))
+        for start in range(0, tokens, 200):
+            end = min(tokens, start + 200)
+            await response.write(b"".join(chunk({"content": f"t{n} "}) for n in range(start, end)))
+        usage = {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}
+        await response.write(chunk({}, "stop", usage) + b"data: [DONE]\n\n")
+        return response
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+def _start_model_server() -> tuple[multiprocessing.Process, str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    process = multiprocessing.Process(target=_serve_model, args=(port,), daemon=True)
+    process.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return process, f"http://127.0.0.1:{port}/v1"
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("the loopback model server did not start")
+
+
+async def _stream_rates(api_base: str, tokens: int, rounds: int) -> dict[str, float]:
+    """Tokens per second of one long stream, through the gateway and on LiteLLM bare."""
+    from django.conf import settings
+
+    from openmates import llm
+
+    lib = await llm._alitellm()
+    settings.LLM_DEFAULT_TIERS = {
+        **settings.LLM_DEFAULT_TIERS,
+        "standard": [{"model": "openai/instant", "api_base": api_base}],
+    }
+    messages = [{"role": "user", "content": f"Write a lot tokens={tokens}"}]
+    expected = "".join(f"t{n} " for n in range(tokens))
+
+    async def gateway() -> float:
+        arrivals, text = [], []
+        async for event in llm.stream(tier="standard", messages=messages, stage="bench"):
+            if isinstance(event, llm.TextDelta):
+                arrivals.append(time.perf_counter())
+                text.append(event.text)
+        assert "".join(text) == expected, "the gateway changed the streamed text"
+        return tokens / max(arrivals[-1] - arrivals[0], 1e-9)
+
+    async def bare() -> float:
+        response = await lib.acompletion(
+            model="openai/instant",
+            api_base=api_base,
+            api_key="no-key",
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+            num_retries=0,
+        )
+        arrivals = [
+            time.perf_counter()
+            async for chunk in response
+            if chunk.choices and chunk.choices[0].delta.content
+        ]
+        return tokens / max(arrivals[-1] - arrivals[0], 1e-9)
+
+    rates: dict[str, list[float]] = {"g": [], "b": []}
+    for _ in range(rounds):
+        rates["g"].append(await gateway())
+        rates["b"].append(await bare())
+    return {
+        "llm_stream_tokens_per_s": max(rates["g"]),
+        "litellm_bare_stream_tokens_per_s": max(rates["b"]),
+    }
 
 
 async def _timed(call: Callable[[], Awaitable[Any]], count: int, into: list[float]) -> None:
@@ -150,23 +262,41 @@ async def _measure(calls: int) -> dict[str, float]:
     }
 
 
+async def _measure_all(
+    calls: int, api_base: str, tokens: int, rounds: int
+) -> tuple[dict[str, float], dict[str, float]]:
+    figures = await _measure(max(1000, calls))
+    rates = await _stream_rates(api_base, max(1, tokens), max(1, rounds))
+    return figures, rates
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per variant (≥ 1000)")
+    parser.add_argument(
+        "--stream-tokens", type=int, default=20_000, help="tokens in the long answer"
+    )
+    parser.add_argument("--stream-rounds", type=int, default=3, help="long answers per variant")
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="openmates-bench-llm-"))
+    model, api_base = _start_model_server()
     postgres = _start_database(root)
     try:
         _setup_django()
-        figures = asyncio.run(_measure(max(1000, options.calls)))
+        figures, rates = asyncio.run(
+            _measure_all(options.calls, api_base, options.stream_tokens, options.stream_rounds)
+        )
         from openmates.models import AICall
 
         logged = AICall.objects.filter(stage="bench").count()
     finally:
+        model.terminate()
         postgres.destroy()
         shutil.rmtree(root, ignore_errors=True)
     for name, value in figures.items():
         print(f"{name}: {value:.3f} ms")
+    for name, rate in rates.items():
+        print(f"{name}: {rate:,.0f}")
     print(f"ai_calls_logged: {logged} rows")
     return 0
 
