@@ -7,12 +7,21 @@ Byte-level and wire-format cases go through the loopback SSE server and LiteLLM'
 from __future__ import annotations
 
 import asyncio
+import gc
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from openmates import llm
-from openmates.llm_stream import Finish, StreamError, TextDelta, ToolCall, Usage
+from openmates.llm_stream import (
+    Finish,
+    StreamError,
+    StreamNormaliser,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
 from tests.llm_fake import WireReply, chat_chunk, sse_body
 
 USER = [{"role": "user", "content": "hi"}]
@@ -287,3 +296,76 @@ async def test_an_unscripted_call_is_recorded_for_the_guard_to_fail_the_test(
     assert isinstance(events[0], StreamError)
     assert llm_script.unscripted == ["heavy"]
     llm_script.reset()  # this test wanted the call; any other test would now fail
+
+
+async def test_a_long_answer_of_one_token_per_chunk_arrives_whole_and_in_order(
+    wire_tier: Any,
+) -> None:
+    tokens = [f"t{n} " for n in range(2000)] + ["a < b ", "[x] ", "ok"]
+    body = sse_body(
+        [chat_chunk(content=t) for t in tokens]
+        + [chat_chunk(content="", finish_reason="stop"), chat_chunk(usage=(5, len(tokens)))]
+    )
+    wire_tier.queue(WireReply([body]))
+
+    events = await collect()
+
+    text = [e.text for e in events if isinstance(e, TextDelta)]
+    assert "".join(text) == "".join(tokens)
+    assert text[:3] == ["t0 ", "t1 ", "t2 "]  # shown as it comes, not held back
+    assert events[-2:] == [Usage(5, len(tokens)), Finish("stop", "openai/wire-model")]
+
+
+def _litellm_chunk(**delta: Any) -> Any:
+    from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
+
+    finish = delta.pop("finish_reason", None)
+    return ModelResponseStream(
+        choices=[StreamingChoices(index=0, delta=Delta(**delta), finish_reason=finish)]
+    )
+
+
+def _plain_chunk(**delta: Any) -> Any:
+    finish = delta.pop("finish_reason", None)
+    calls = [
+        SimpleNamespace(
+            index=c["index"],
+            id=c.get("id"),
+            function=SimpleNamespace(
+                name=c["function"].get("name"), arguments=c["function"]["arguments"]
+            ),
+        )
+        for c in delta.pop("tool_calls", None) or []
+    ]
+    choice = SimpleNamespace(
+        index=0, delta=SimpleNamespace(tool_calls=calls or None, **delta), finish_reason=finish
+    )
+    return SimpleNamespace(choices=[choice], usage=None)
+
+
+@pytest.mark.parametrize("make_chunk", [_litellm_chunk, _plain_chunk])
+def test_normaliser_reads_litellm_chunks_and_plain_objects_alike(make_chunk: Any) -> None:
+    normaliser = StreamNormaliser()
+    chunks = [
+        make_chunk(content="Let me ", role="assistant"),
+        make_chunk(content="check."),
+        make_chunk(tool_calls=[tool_delta(0, "call_a", "calc", '{"expr": ')]),
+        make_chunk(tool_calls=[tool_delta(0, None, None, '"1+1"}')]),
+        make_chunk(content=None, finish_reason="tool_calls"),
+    ]
+
+    events = [event for chunk in chunks for event in normaliser.feed(chunk)]
+    events += normaliser.finish("m")
+
+    assert events == [
+        TextDelta("Let me "),
+        TextDelta("check."),
+        ToolCall("call_a", "calc", {"expr": "1+1"}),
+        Finish("tool_calls", "m"),
+    ]
+
+
+def test_the_gateways_litellm_import_leaves_the_import_heap_to_reference_counting() -> None:
+    llm._import_litellm()
+
+    assert gc.get_freeze_count() > 0
