@@ -16,6 +16,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from chats import services as chat_services
 from openmates.runlocal.supervisor import write_private
 
 DEMO_USERNAME = "demo"
@@ -63,11 +64,16 @@ def _demo_password(directory: Path, *, create: bool) -> str | None:
 def demo_setup(*, directory: Path) -> DemoAccount:
     """Create the demo user (staff, so it can configure its instance) and the demo instance.
 
+    Also ensures the demo user's Vault transit key ``user-<id>`` (on every call).
+
     Args:
         directory: the data directory holding ``demo_password``.
 
     Returns:
         A ``DemoAccount`` describing the sign-in.
+
+    Raises:
+        openmates.vault.VaultError: Vault refused or is unreachable (key creation).
     """
     user_model = get_user_model()
     user = user_model.objects.filter(username=DEMO_USERNAME).first()
@@ -82,6 +88,9 @@ def demo_setup(*, directory: Path) -> DemoAccount:
                 is_staff=True,
             )
         instance_slug, instance_created = _ensure_instance(user)
+    # Every turn seals under the user's transit key; a demo user made before this step
+    # existed (or whose key was lost) gets it on the next start (idempotent).
+    chat_services.user_transit_key_ensure(user_id=user.pk)
     return DemoAccount(
         username=DEMO_USERNAME,
         password=password,
