@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -35,6 +36,9 @@ _SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 _TOOL_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _REQUEST_ID_RE = re.compile(r"^[-a-zA-Z0-9_.:]{1,128}$")
 _SIZE_ERROR = "content_too_large"
+# A JSON escape of a UTF-16 surrogate; only these can yield a lone surrogate after parsing,
+# because a WebSocket text frame is already valid UTF-8.
+_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class ErrorCode(StrEnum):
@@ -103,7 +107,7 @@ def _envelope(value: str) -> str:
 
 
 def _content(value: str) -> str:
-    if len(value.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
+    if len(value.encode("utf-8")) > MAX_CONTENT_BYTES:
         raise PydanticCustomError(_SIZE_ERROR, "is larger than 64 KiB of UTF-8")
     if not value.strip():
         raise PydanticCustomError("empty", "must not be empty")
@@ -293,6 +297,63 @@ def _describe(error: ValidationError) -> tuple[ErrorCode, str]:
     return code, f"{where}: {first['msg']}"
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"number {literal[:32]} is out of range")
+    return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """True when any string (key or value) in the parsed JSON is not strict UTF-8.
+
+    Iterative, so a deep (but parseable) document cannot exhaust the stack.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _load_json(text: str) -> Any:
+    """``json.loads`` for frames: strict JSON only, as ``FrameError(invalid_frame)``.
+
+    Refuses NaN/Infinity (and numbers that overflow to them), integers over Python's digit
+    limit, nesting past the interpreter's recursion limit, and lone UTF-16 surrogates in
+    any string, so nothing downstream meets a value it cannot encode.
+    """
+    try:
+        raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except json.JSONDecodeError:
+        raise FrameError(ErrorCode.INVALID_FRAME, "frame is not valid JSON") from None
+    except RecursionError:
+        raise FrameError(ErrorCode.INVALID_FRAME, "frame is nested too deeply") from None
+    except ValueError as error:
+        # parse_constant/parse_float refusals, and int()'s digit limit for huge integers.
+        detail = str(error)
+        if "digits" in detail:
+            detail = "an integer has too many digits"
+        message = f"frame has an invalid number: {detail}"
+        raise FrameError(ErrorCode.INVALID_FRAME, message) from None
+    if _SURROGATE_ESCAPE_RE.search(text) and _has_lone_surrogate(raw):
+        raise FrameError(ErrorCode.INVALID_FRAME, "frame contains a string that is not valid UTF-8")
+    return raw
+
+
 def parse_frame(text: str | None, bytes_data: bytes | None = None) -> ClientFrame:
     """Validate one WebSocket frame and return its typed model.
 
@@ -305,10 +366,7 @@ def parse_frame(text: str | None, bytes_data: bytes | None = None) -> ClientFram
     size = len(text) if len(text) * 4 <= MAX_FRAME_BYTES else len(text.encode("utf-8", "replace"))
     if size > MAX_BULK_FRAME_BYTES:
         raise FrameError(ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds 4 MiB")
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        raise FrameError(ErrorCode.INVALID_FRAME, "frame is not valid JSON") from None
+    raw = _load_json(text)
     if not isinstance(raw, dict):
         raise FrameError(ErrorCode.INVALID_FRAME, "frame must be a JSON object")
     ids = _ids_of(raw)

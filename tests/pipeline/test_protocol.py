@@ -209,3 +209,53 @@ def test_frames_are_frozen() -> None:
     assert isinstance(parsed, protocol.TaskCancel)
     with pytest.raises(ValueError, match="frozen"):
         parsed.task_id = new_id()
+
+
+def _refusal(text: str) -> FrameError:
+    with pytest.raises(FrameError) as caught:
+        parse_frame(text)
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"type":"message.send","content":"\\ud800 hello"}',
+        '{"type":"ping","ts":"\\udfff"}',
+        '{"type":"ping","x":{"\\ud83d":1}}',
+        '{"type":"ping","x":[[{"y":"a\\udc00b"}]]}',
+    ],
+)
+def test_a_lone_surrogate_in_any_string_is_an_invalid_frame(text: str) -> None:
+    error = _refusal(text)
+    assert error.code == ErrorCode.INVALID_FRAME
+    assert error.message == "frame contains a string that is not valid UTF-8"
+
+
+def test_an_escaped_surrogate_pair_is_a_valid_character() -> None:
+    frame = parse_frame('{"type":"ping","ts":"\\ud83d\\ude00"}')
+    assert frame.ts == "\U0001f600"  # type: ignore[union-attr]
+
+
+def test_a_frame_nested_100000_levels_deep_is_an_invalid_frame() -> None:
+    error = _refusal('{"type":"ping","x":' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert (error.code, error.message) == (ErrorCode.INVALID_FRAME, "frame is nested too deeply")
+
+
+@pytest.mark.parametrize(
+    ("number", "message"),
+    [
+        ("NaN", "frame has an invalid number: NaN is not a JSON number"),
+        ("Infinity", "frame has an invalid number: Infinity is not a JSON number"),
+        ("-Infinity", "frame has an invalid number: -Infinity is not a JSON number"),
+        ("1e999", "frame has an invalid number: number 1e999 is out of range"),
+        ("1" * 5000, "frame has an invalid number: an integer has too many digits"),
+    ],
+)
+def test_numbers_that_json_cannot_carry_are_invalid_frames(number: str, message: str) -> None:
+    error = _refusal('{"type":"ping","ts":' + number + "}")
+    assert (error.code, error.message) == (ErrorCode.INVALID_FRAME, message)
+
+
+def test_a_large_finite_number_is_still_accepted() -> None:
+    assert parse_frame('{"type":"ping","ts":1.5e300}').ts == 1.5e300  # type: ignore[union-attr]
