@@ -23,6 +23,7 @@ from pipeline.protocol import ErrorCode, FrameError, parse_frame
 logger = logging.getLogger(__name__)
 
 SESSION_ENDED = 4401
+NOT_FOUND = 4404
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -98,3 +99,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def session_ended(self, message: dict[str, Any]) -> None:
         await self.close(code=int(message.get("code", SESSION_ENDED)))
+
+
+class NotFoundConsumer(AsyncWebsocketConsumer):
+    """Any WebSocket path without a route: the handshake is refused with close code 4404.
+
+    (Without it Channels' URLRouter raises "No route found", an HTTP 500.) Servers answer
+    a close before accept with HTTP 403.
+    """
+
+    async def connect(self) -> None:
+        await self.close(code=NOT_FOUND)
