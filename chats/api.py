@@ -3,6 +3,12 @@
 Only the owner sees a chat; for everyone else every chat URL answers 404. Bodies carry
 client ciphertext (CRYPTO.md §3) as standard base64 text; a stale ``version`` answers 409
 with ``{"code": "conflict", "version": <current>}``.
+
+The same rules as the WebSocket protocol (``pipeline/protocol.py``, via
+:mod:`openmates.ids`): ids are lowercase UUIDv7, ciphertext is a CRYPTO.md §3 envelope,
+integers and booleans are JSON integers and booleans (no strings), bodies are JSON only
+(anything else answers 415) and nested at most :data:`MAX_JSON_DEPTH` levels (deeper
+answers 400 ``{"code": "too_deeply_nested"}``).
 """
 
 from __future__ import annotations
@@ -11,7 +17,9 @@ from typing import Any
 
 from django.http import Http404
 from rest_framework import serializers, status
+from rest_framework.exceptions import APIException
 from rest_framework.pagination import CursorPagination
+from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,12 +28,120 @@ from chats import selectors, services
 from chats.models import Chat
 from chats.sync import chat_metadata, message_metadata, with_server_copies
 from instances.selectors import instance_get_for_user
+from openmates import ids, vault
 
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 _MAX_CIPHERTEXT = 180_000  # 64 KiB of UTF-8 plus envelope and base64 overhead
 
 
-def _ciphertext(required: bool = True) -> serializers.RegexField:
+MAX_JSON_DEPTH = 32
+
+
+class TooDeeplyNested(APIException):
+    """A JSON body nested deeper than :data:`MAX_JSON_DEPTH` (400, stable code)."""
+
+    status_code = 400
+    default_code = "too_deeply_nested"
+
+    def __init__(self) -> None:
+        super().__init__(
+            {
+                "code": "too_deeply_nested",
+                "message": f"JSON bodies nest at most {MAX_JSON_DEPTH} levels",
+            }
+        )
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists/objects deeper than ``limit`` (iterative, no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+class StrictJSONParser(JSONParser):
+    """DRF's JSON parser, refusing bodies nested deeper than :data:`MAX_JSON_DEPTH`.
+
+    Raises:
+        TooDeeplyNested: too deep (also when the decoder itself runs out of recursion).
+        rest_framework.exceptions.ParseError: not JSON (from DRF's parser).
+    """
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise TooDeeplyNested() from None
+        if _depth_exceeds(data, MAX_JSON_DEPTH):
+            raise TooDeeplyNested()
+        return data
+
+
+class JsonOnlyApi(APIView):
+    """Base of this module's views: JSON bodies only, depth-limited."""
+
+    parser_classes = [StrictJSONParser]
+
+
+class Uuid7Field(serializers.CharField):
+    """A lowercase UUIDv7 string (CRYPTO.md §1), exactly as the WebSocket protocol takes it."""
+
+    default_error_messages = {"uuid7": "must be a lowercase UUIDv7 string"}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not ids.is_uuid7(data):
+            self.fail("uuid7")
+        return str(data)
+
+
+class EnvelopeField(serializers.CharField):
+    """Standard base64 of a CRYPTO.md §3 envelope (at most ``_MAX_CIPHERTEXT`` characters)."""
+
+    default_error_messages = {"ciphertext": "{problem}"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=_MAX_CIPHERTEXT, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("ciphertext", problem="must be standard base64")
+        value = super().to_internal_value(data)
+        problem = ids.envelope_problem(value)
+        if problem is not None:
+            self.fail("ciphertext", problem=problem)
+        return value
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: strings, floats and booleans are refused (as in the protocol)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean: ``"true"``, ``1`` and the like are refused."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+def _ciphertext(required: bool = True) -> EnvelopeField:
+    return EnvelopeField(required=required, allow_null=not required)
+
+
+def _b64(required: bool = True) -> serializers.RegexField:
+    """Base64 text that is not an envelope of §3 (the wrapped master keys)."""
     return serializers.RegexField(
         _B64, max_length=_MAX_CIPHERTEXT, required=required, allow_null=not required
     )
@@ -52,11 +168,11 @@ class ChatPagination(CursorPagination):
     page_size_query_param = "page_size"
 
 
-class ChatListApi(APIView):
+class ChatListApi(JsonOnlyApi):
     """GET: the user's chats, newest first, paginated. POST: create a chat."""
 
     class InputSerializer(serializers.Serializer):
-        chat_id = serializers.UUIDField(format="hex_verbose")
+        chat_id = Uuid7Field()
         instance = serializers.SlugField()
         encrypted_chat_key = _ciphertext()
         encrypted_title = _ciphertext(required=False)
@@ -77,7 +193,7 @@ class ChatListApi(APIView):
         try:
             chat = services.chat_create(
                 user=request.user,
-                chat_id=str(body.validated_data["chat_id"]),
+                chat_id=body.validated_data["chat_id"],
                 instance=instance,
                 encrypted_chat_key=body.validated_data["encrypted_chat_key"],
                 encrypted_title=body.validated_data.get("encrypted_title"),
@@ -87,17 +203,17 @@ class ChatListApi(APIView):
         return Response(chat_metadata(chat), status=status.HTTP_201_CREATED)
 
 
-class ChatDetailApi(APIView):
+class ChatDetailApi(JsonOnlyApi):
     """GET: one chat's metadata. PATCH: change metadata (409 on a stale version). DELETE."""
 
     class UpdateSerializer(serializers.Serializer):
-        version = serializers.IntegerField(min_value=0)
+        version = StrictIntegerField(min_value=0)
         encrypted_title = _ciphertext(required=False)
         encrypted_summary = _ciphertext(required=False)
         encrypted_tags = _ciphertext(required=False)
         encrypted_category = _ciphertext(required=False)
         encrypted_icon = _ciphertext(required=False)
-        pinned = serializers.BooleanField(required=False)
+        pinned = StrictBooleanField(required=False)
 
     def get(self, request: Request, chat_id: str) -> Response:
         return Response(chat_metadata(_chat_or_404(request, chat_id)))
@@ -118,7 +234,7 @@ class ChatDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ChatMessagesApi(APIView):
+class ChatMessagesApi(JsonOnlyApi):
     """GET ``?since=<chat version>``: the chat's messages changed after that version."""
 
     def get(self, request: Request, chat_id: str) -> Response:
@@ -133,12 +249,12 @@ class ChatMessagesApi(APIView):
         return Response({"chat_id": chat.pk, "version": chat.version, "messages": messages})
 
 
-class MessageStoreApi(APIView):
+class MessageStoreApi(JsonOnlyApi):
     """PUT: store the client's ciphertext of a message (409 on a stale version)."""
 
     class InputSerializer(serializers.Serializer):
         encrypted_content = _ciphertext()
-        version = serializers.IntegerField(min_value=0)
+        version = StrictIntegerField(min_value=0)
 
     def put(self, request: Request, chat_id: str, message_id: str) -> Response:
         chat = _chat_or_404(request, chat_id)
@@ -157,12 +273,12 @@ class MessageStoreApi(APIView):
         return Response({"chat_id": chat.pk, "message_id": message.pk, "version": message.version})
 
 
-class EmbedStoreApi(APIView):
+class EmbedStoreApi(JsonOnlyApi):
     """PUT: store the client's ciphertext of an embed (409 on a stale version)."""
 
     class InputSerializer(serializers.Serializer):
         encrypted_content = _ciphertext()
-        version = serializers.IntegerField(min_value=0)
+        version = StrictIntegerField(min_value=0)
 
     def put(self, request: Request, chat_id: str, embed_id: str) -> Response:
         chat = _chat_or_404(request, chat_id)
@@ -177,16 +293,16 @@ class EmbedStoreApi(APIView):
         return Response({"chat_id": chat.pk, "embed_id": embed.pk, "version": embed.version})
 
 
-class UserKeysApi(APIView):
+class UserKeysApi(JsonOnlyApi):
     """GET: the user's wrapped keys (404 before set-up). PUT: create or replace them."""
 
     class KeysSerializer(serializers.Serializer):
-        wrapped_master_key = _ciphertext()
-        recovery_wrapped_master_key = _ciphertext()
+        wrapped_master_key = _b64()
+        recovery_wrapped_master_key = _b64()
         master_key_id = serializers.CharField(max_length=24)
         recovery_key_id = serializers.CharField(max_length=24)
         kdf = serializers.JSONField()
-        version = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+        version = StrictIntegerField(min_value=1, required=False, allow_null=True)
 
     def get(self, request: Request) -> Response:
         keys = selectors.user_keys_get(user=request.user)
@@ -212,10 +328,15 @@ class UserKeysApi(APIView):
             return _conflict(exc)
         except ValueError as exc:
             return Response({"code": "invalid_request", "message": str(exc)}, status=400)
+        except vault.VaultError:
+            return Response(
+                {"code": "vault_unavailable", "message": "the key service is unavailable"},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            )
         return Response({"version": keys.version})
 
 
-class AccountDeleteApi(APIView):
+class AccountDeleteApi(JsonOnlyApi):
     """DELETE with ``{"password": ...}``: delete the account; nothing of it decrypts after."""
 
     class InputSerializer(serializers.Serializer):

@@ -64,6 +64,18 @@ class NotFound(Exception):  # noqa: N818 - reads as the condition it reports
     """The object does not exist for this chat or user (the interfaces answer 404)."""
 
 
+def _lock_chat(chat_id: str) -> bool:
+    """Lock the chat's row (``FOR NO KEY UPDATE``) inside the caller's transaction.
+
+    Lock order, kept by every service that locks a chat and any of its messages or
+    embeds: the chat first, then the message or embed (row locks taken in two orders by
+    two transactions deadlock in PostgreSQL). ``NO KEY UPDATE`` is the lock an
+    ``UPDATE`` of the chat takes anyway, and it does not block inserts of messages or
+    embeds that merely reference the chat. Returns whether the chat exists.
+    """
+    return bool(Chat.objects.select_for_update(no_key=True).filter(pk=chat_id).values_list("pk"))
+
+
 def _bump_chat(chat_id: str) -> int:
     """Raise the chat's version by one inside the caller's transaction; return it."""
     Chat.objects.filter(pk=chat_id).update(version=F("version") + 1, updated_at=timezone.now())
@@ -186,7 +198,7 @@ def chat_update(
         if value is not _UNSET
     }
     with transaction.atomic():
-        locked = Chat.objects.select_for_update().get(pk=chat.pk)
+        locked = Chat.objects.select_for_update(no_key=True).get(pk=chat.pk)
         if not locked.meta_version <= version <= locked.version:
             raise VersionConflict(
                 f"chat {chat.pk} is at version {locked.version} "
@@ -207,8 +219,11 @@ def chat_update(
 def chat_delete(*, chat: Chat) -> None:
     """Delete a chat with its messages, embeds and every cache entry of it."""
     chat_id, owner_id = chat.pk, chat.owner_id
-    embed_ids = list(Embed.objects.filter(chat_id=chat_id).values_list("id", flat=True))
-    Chat.objects.filter(pk=chat_id).delete()
+    with transaction.atomic():
+        # The chat first (the lock order); the cascade then locks messages and embeds.
+        _lock_chat(chat_id)
+        embed_ids = list(Embed.objects.filter(chat_id=chat_id).values_list("id", flat=True))
+        Chat.objects.filter(pk=chat_id).delete()
     cache.chat_forget(user_id=owner_id, chat_id=chat_id, embed_ids=embed_ids)
 
 
@@ -217,6 +232,7 @@ def chat_delete(*, chat: Chat) -> None:
 
 def _message_create(*, chat: Chat, message_id: str, role: str, status: str) -> Message:
     with transaction.atomic():
+        _lock_chat(chat.pk)
         message = Message.objects.create(id=message_id, chat=chat, role=role, status=status)
         new_version = _bump_chat(chat.pk)
         Chat.objects.filter(pk=chat.pk).update(
@@ -292,6 +308,7 @@ def message_status_set(*, message_id: str, status: str) -> None:
         chat_id = Message.objects.filter(pk=message_id).values_list("chat_id", flat=True).first()
         if chat_id is None:
             raise NotFound(f"message {message_id} not found")
+        _lock_chat(chat_id)
         new_version = _bump_chat(chat_id)
         Message.objects.filter(pk=message_id).update(
             status=status, chat_version=new_version, updated_at=timezone.now()
@@ -313,6 +330,7 @@ def assistant_reply_keep(
     sealed = _seal_text(owner_id=chat.owner_id, object_id=message_id, text=content)
     usage = usage or {}
     with transaction.atomic():
+        _lock_chat(chat.pk)
         updated = Message.objects.filter(pk=message_id, chat_id=chat.pk).update(
             server_content=sealed,
             model=model or "",
@@ -361,6 +379,7 @@ def message_store(*, chat: Chat, message_id: str, encrypted_content: str, versio
     if chat.mode != ChatMode.CLIENT_ENCRYPTED:
         raise ValueError("server-managed chats do not take client ciphertext")
     with transaction.atomic():
+        _lock_chat(chat.pk)
         message = Message.objects.select_for_update().filter(pk=message_id, chat_id=chat.pk).first()
         if message is None:
             raise NotFound(f"message {message_id} not found in chat {chat.pk}")
@@ -390,6 +409,7 @@ def embed_create(*, chat: Chat, embed_id: str, tool: str, message_id: str | None
     """
     try:
         with transaction.atomic():
+            _lock_chat(chat.pk)
             embed = Embed.objects.create(
                 id=embed_id,
                 chat=chat,
@@ -414,6 +434,7 @@ def embed_status_set(*, embed_id: str, status: str) -> None:
         chat_id = Embed.objects.filter(pk=embed_id).values_list("chat_id", flat=True).first()
         if chat_id is None:
             raise NotFound(f"embed {embed_id} not found")
+        _lock_chat(chat_id)
         Embed.objects.filter(pk=embed_id).update(status=status, updated_at=timezone.now())
         _bump_chat(chat_id)
 
@@ -425,6 +446,7 @@ def embed_store(*, chat: Chat, embed_id: str, encrypted_content: str, version: i
         NotFound: no such embed in ``chat``.  VersionConflict: stale ``version``.
     """
     with transaction.atomic():
+        _lock_chat(chat.pk)
         embed = Embed.objects.select_for_update().filter(pk=embed_id, chat_id=chat.pk).first()
         if embed is None:
             raise NotFound(f"embed {embed_id} not found in chat {chat.pk}")
@@ -498,13 +520,17 @@ def user_keys_set(
     """Create or replace the user's wrapped keys (compare-and-set when ``version`` given).
 
     ``version`` is the version the replacement is based on (a passphrase change);
-    ``None`` creates the first set.
+    ``None`` creates the first set. Ensures the user's transit key ``user-<id>`` exists
+    first (users made by ``createsuperuser`` or the admin have none until here), so the
+    server can seal their kept replies and caches once their keys are set.
 
     Raises:
         ValueError: ``kdf`` is below the floor (:func:`kdf_check`).
         VersionConflict: keys exist and ``version`` is missing or stale.
+        openmates.vault.VaultError: Vault refused or is unreachable; nothing was stored.
     """
     kdf_check(kdf)
+    user_transit_key_ensure(user_id=user.pk)
     fields = {
         "wrapped_master_key": wrapped_master_key,
         "recovery_wrapped_master_key": recovery_wrapped_master_key,
@@ -586,7 +612,15 @@ def account_delete(*, user: Any) -> None:
     crypto.forget_key(key_name)
     chat_ids = list(Chat.objects.filter(owner_id=user_id).values_list("id", flat=True))
     removed = cache.prune(user_id=user_id, chat_ids=chat_ids)
-    user.delete()
+    with transaction.atomic():
+        # Chats first, in one order (the lock order); the cascade then locks the rest.
+        list(
+            Chat.objects.select_for_update(no_key=True)
+            .filter(owner_id=user_id)
+            .order_by("pk")
+            .values_list("pk")
+        )
+        user.delete()
     logger.info("account %s deleted (%d cache entries removed)", user_id, removed)
 
 

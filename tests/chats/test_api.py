@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import uuid
+import base64
+import os
 from typing import Any
 
 import pytest
@@ -14,12 +15,18 @@ from chats import cache, services
 from chats.models import Chat, Message, UserKeys
 from instances.models import InstanceMember
 from openmates import crypto, vault
+from pipeline.ids import new_id
 
 CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 
 
 def _id() -> str:
-    return str(uuid.uuid4())
+    return new_id()
+
+
+def _envelope(body: bytes = b"ciphertext and tag") -> str:
+    """Standard base64 of a CRYPTO.md §3 envelope (version 1, key id, iv, body >= tag)."""
+    return base64.b64encode(b"\x01" + os.urandom(8) + os.urandom(12) + body.ljust(16)).decode()
 
 
 def _client(user: Any) -> APIClient:
@@ -35,7 +42,7 @@ def chat(keyed_owner: Any, chat_instance: Any) -> Chat:
         chat_id=_id(),
         instance=chat_instance,
         encrypted_chat_key=CHAT_KEY,
-        encrypted_title="VGl0bGU=",
+        encrypted_title=_envelope(b"title"),
     )
 
 
@@ -106,14 +113,15 @@ def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner
     assert kept[-1]["content"] == "not stored yet"
     assert kept[-1]["needs_store"] is True
     url = f"/api/chats/{chat.pk}/messages/{first.pk}/"
-    stored = client.put(url, {"encrypted_content": "AQID", "version": 0}, format="json")
+    content, other = _envelope(b"first"), _envelope(b"other")
+    stored = client.put(url, {"encrypted_content": content, "version": 0}, format="json")
     assert stored.status_code == 200
     assert stored.json()["version"] == 1
-    stale = client.put(url, {"encrypted_content": "BAUG", "version": 0}, format="json")
+    stale = client.put(url, {"encrypted_content": other, "version": 0}, format="json")
     assert stale.status_code == 409
     assert stale.json()["code"] == "conflict"
     assert stale.json()["version"] == 1
-    assert Message.objects.get(pk=first.pk).encrypted_content == "AQID"
+    assert Message.objects.get(pk=first.pk).encrypted_content == content
     not_b64 = client.put(url, {"encrypted_content": "plain text!", "version": 1}, format="json")
     assert not_b64.status_code == 400
 
@@ -121,10 +129,10 @@ def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner
 def test_chat_patch_conflicts_on_a_stale_version(chat: Chat, keyed_owner: Any) -> None:
     client = _client(keyed_owner)
     url = f"/api/chats/{chat.pk}/"
-    ok = client.patch(url, {"version": 1, "encrypted_title": "TmV3"}, format="json")
+    ok = client.patch(url, {"version": 1, "encrypted_title": _envelope(b"new")}, format="json")
     assert ok.status_code == 200
     assert ok.json()["meta_version"] == 2
-    stale = client.patch(url, {"version": 1, "encrypted_title": "T2xk"}, format="json")
+    stale = client.patch(url, {"version": 1, "encrypted_title": _envelope(b"old")}, format="json")
     assert stale.status_code == 409
 
 

@@ -1,0 +1,40 @@
+"""Shared checks of client-supplied ids and ciphertext (CRYPTO.md §1 and §3).
+
+One definition for every interface (the WebSocket protocol and the REST API) so the two
+accept exactly the same values. Pure functions, no Django or pydantic.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+# CRYPTO.md §1: lowercase UUIDv7 text (version nibble 7, RFC 9562 variant 10xx).
+UUID7_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+ENVELOPE_VERSION = 0x01
+# Smallest CRYPTO.md §3 envelope: version byte, 8-byte key id, 12-byte iv, 16-byte GCM tag.
+MIN_ENVELOPE_BYTES = 1 + 8 + 12 + 16
+
+
+def is_uuid7(value: object) -> bool:
+    """Whether ``value`` is a lowercase UUIDv7 string (``xxxxxxxx-xxxx-7xxx-[89ab]xxx-...``)."""
+    return isinstance(value, str) and UUID7_RE.match(value) is not None
+
+
+def envelope_problem(value: object) -> str | None:
+    """Why ``value`` is not a CRYPTO.md §3 envelope in standard base64, or None if it is.
+
+    An envelope decodes to at least :data:`MIN_ENVELOPE_BYTES` bytes starting with
+    :data:`ENVELOPE_VERSION`. Returns ``"must be standard base64"`` or ``"must be a
+    CRYPTO.md §3 envelope (version 1)"``.
+    """
+    if not isinstance(value, str):
+        return "must be standard base64"
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return "must be standard base64"
+    if len(raw) < MIN_ENVELOPE_BYTES or raw[0] != ENVELOPE_VERSION:
+        return "must be a CRYPTO.md §3 envelope (version 1)"
+    return None
