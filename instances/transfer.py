@@ -15,12 +15,17 @@ The document::
 
 Import is idempotent: running it twice changes nothing the second time. A value that
 differs from the database is a conflict, reported and kept, unless ``overwrite=True``.
+The document's shape is checked against ``DOCUMENT_SCHEMA`` before anything is written;
+members are imported only with ``with_members=True`` (they grant roles to whichever local
+user has the same username), otherwise each is reported as skipped.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import jsonschema
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -41,6 +46,101 @@ INSTANCE_FIELDS = (
     "model_preprocessing_enabled",
 )
 MATE_FIELDS = ("category", "description", "system_prompt", "is_default")
+# BCP 47-ish: a 2-3 letter language, an optional 4-letter script, an optional region of
+# two letters or three digits ("en", "de-CH", "zh-Hant-TW", "es-419"); case-insensitive.
+LANGUAGE_CODE_RE = re.compile(r"^[a-zA-Z]{2,3}(-[a-zA-Z]{4})?(-([a-zA-Z]{2}|[0-9]{3}))?$")
+
+_STRING = {"type": "string"}
+_BOOLEAN = {"type": "boolean"}
+DOCUMENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["format", "instance"],
+    "properties": {
+        "format": {"const": FORMAT},
+        "instance": {
+            "type": "object",
+            "required": ["slug"],
+            "properties": {
+                "slug": {"type": "string", "pattern": r"^[-a-zA-Z0-9_]{1,64}$"},
+                "name": {"type": "string", "maxLength": 200},
+                "default_language": {"type": "string", "pattern": LANGUAGE_CODE_RE.pattern},
+                "tier_map": {"type": "object"},
+                "embedding_model": {"type": "string", "maxLength": 200},
+                "embedding_dimensions": {"type": "integer", "minimum": 1},
+                "memory_enabled": _BOOLEAN,
+                "follow_ups_enabled": _BOOLEAN,
+                "model_preprocessing_enabled": _BOOLEAN,
+            },
+        },
+        "prompt_sections": {"type": "object", "additionalProperties": _STRING},
+        "mates": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "category": _STRING,
+                    "description": _STRING,
+                    "system_prompt": _STRING,
+                    "is_default": _BOOLEAN,
+                },
+            },
+        },
+        "members": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["username", "role"],
+                "properties": {
+                    "username": {"type": "string", "minLength": 1},
+                    "role": {"enum": list(InstanceMember.Role.values)},
+                },
+            },
+        },
+        "secrets": {"type": "array", "items": _STRING},
+        "channels": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind"],
+                "properties": {
+                    "kind": {"enum": list(ChannelConfig.Kind.values)},
+                    "enabled": _BOOLEAN,
+                },
+            },
+        },
+        # The skills app's section (its InstanceExtension's export shape).
+        "skills": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["skill", "version"],
+                "properties": {
+                    "skill": {"type": "string", "minLength": 1},
+                    "version": {"type": "integer", "minimum": 1},
+                    "enabled": _BOOLEAN,
+                },
+            },
+        },
+    },
+}
+_VALIDATOR = jsonschema.Draft202012Validator(DOCUMENT_SCHEMA)
+
+
+def document_validate(document: Any) -> None:
+    """Check an import document's shape (``DOCUMENT_SCHEMA``) before anything is written.
+
+    Raises:
+        ValidationError: one message, ``"<JSON path>: <problem>"`` for the first bad
+            field, e.g. ``"$.mates: 'x' is not of type 'array'"``.
+    """
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ValidationError(f"not an instance export (expected format {FORMAT!r})")
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(document))
+    if error is not None:
+        message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
+        raise ValidationError(f"{error.json_path}: {message}")
 
 
 def instance_export(instance: Instance) -> dict[str, Any]:
@@ -146,12 +246,22 @@ def _import_mates(
 
 
 def _import_members(
-    instance: Instance, members: list[dict[str, Any]], *, overwrite: bool, report: ImportReport
+    instance: Instance,
+    members: list[dict[str, Any]],
+    *,
+    overwrite: bool,
+    report: ImportReport,
+    with_members: bool,
 ) -> None:
     users = get_user_model().objects
     for item in members:
         username, role = item["username"], item["role"]
         label = f"member {username}"
+        if not with_members:
+            report.conflicts.append(
+                f"{label} ({role}): skipped; members are imported only on request"
+            )
+            continue
         user = users.filter(**{get_user_model().USERNAME_FIELD: username}).first()
         if user is None:
             report.conflicts.append(f"{label}: no such user here (skipped)")
@@ -183,18 +293,21 @@ def _import_channels(
 
 @transaction.atomic
 def instance_import(
-    document: dict[str, Any], *, owner: Any, overwrite: bool = False
+    document: Any, *, owner: Any, overwrite: bool = False, with_members: bool = False
 ) -> ImportReport:
     """Create or update the instance a document describes; returns what happened.
 
     ``owner`` owns the instance when the import creates it. Secrets listed by name that
-    are not set here are reported as conflicts ("set it"); values never travel.
+    are not set here are reported as conflicts ("set it"); values never travel. Members
+    (roles granted to local users matched by username) are applied only when
+    ``with_members``; otherwise each is reported as a skipped conflict.
 
     Raises:
-        ValidationError: not an ``openmates.instance/1`` document, or invalid values.
+        ValidationError: not an ``openmates.instance/1`` document, a field of the wrong
+            shape (the message names its JSON path, see ``document_validate``), or
+            invalid values.
     """
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValidationError(f"not an instance export (expected format {FORMAT!r})")
+    document_validate(document)
     report = ImportReport(instance=str(document["instance"].get("slug", "")))
     instance, created = _import_instance(
         document["instance"], owner, overwrite=overwrite, report=report
@@ -205,7 +318,13 @@ def instance_import(
         instance, document.get("prompt_sections", {}), overwrite=overwrite, report=report
     )
     _import_mates(instance, document.get("mates", []), overwrite=overwrite, report=report)
-    _import_members(instance, document.get("members", []), overwrite=overwrite, report=report)
+    _import_members(
+        instance,
+        document.get("members", []),
+        overwrite=overwrite,
+        report=report,
+        with_members=with_members,
+    )
     _import_channels(instance, document.get("channels", []), overwrite=overwrite, report=report)
     present = set(instance.secrets.values_list("name", flat=True))
     for name in document.get("secrets", []):

@@ -60,7 +60,7 @@ def test_import_into_a_fresh_database_reproduces_the_configuration(instance, own
     # Make the import create it anew: same document under another slug.
     document_again["instance"]["slug"] = "demo-copy"
 
-    report = instance_import(document_again, owner=owner)
+    report = instance_import(document_again, owner=owner, with_members=True)
 
     copy = Instance.objects.get(slug="demo-copy")
     exported = instance_export(copy)
@@ -104,14 +104,14 @@ def test_import_reports_conflicts_and_keeps_values_unless_overwriting(instance, 
     document["instance"]["name"] = "Renamed"
     document["members"].append({"username": "ghost", "role": "member"})
 
-    report = instance_import(document, owner=owner)
+    report = instance_import(document, owner=owner, with_members=True)
 
     assert "prompt persona: differs in content (kept)" in report.conflicts
     assert "instance demo: differs in name (kept)" in report.conflicts
     assert "member ghost: no such user here (skipped)" in report.conflicts
     assert PromptSection.objects.get(instance=instance, key="persona").content != "From the file."
 
-    forced = instance_import(document, owner=owner, overwrite=True)
+    forced = instance_import(document, owner=owner, overwrite=True, with_members=True)
 
     assert "prompt persona" in forced.updated
     assert PromptSection.objects.get(instance=instance, key="persona").content == "From the file."

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from instances.services import instance_create
+from instances.transfer import LANGUAGE_CODE_RE
 
 
 class Command(BaseCommand):
@@ -18,13 +19,20 @@ class Command(BaseCommand):
         parser.add_argument("slug")
         parser.add_argument("name")
         parser.add_argument("owner", help="Username of the owner (must exist).")
-        parser.add_argument("--language", default="en", help="Default language (en).")
+        parser.add_argument(
+            "--language", default="en", help="Default language, a BCP 47 code (en, de-CH)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user_model = get_user_model()
         owner = user_model.objects.filter(**{user_model.USERNAME_FIELD: options["owner"]}).first()
         if owner is None:
             raise CommandError(f"no user {options['owner']!r}")
+        if not LANGUAGE_CODE_RE.fullmatch(options["language"]):
+            raise CommandError(
+                f"invalid language code {options['language']!r} "
+                "(expected a BCP 47 code such as en, de-CH, zh-Hant-TW or es-419)"
+            )
         try:
             instance = instance_create(
                 slug=options["slug"],

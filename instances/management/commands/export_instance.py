@@ -25,7 +25,11 @@ class Command(BaseCommand):
             raise CommandError(f"no instance {options['slug']!r}")
         text = json.dumps(instance_export(instance), indent=2, ensure_ascii=False) + "\n"
         if options["output"]:
-            Path(options["output"]).write_text(text, encoding="utf-8")
+            try:
+                Path(options["output"]).write_text(text, encoding="utf-8")
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+                raise CommandError(f"cannot write {options['output']}: {reason}") from exc
             self.stderr.write(f"exported {instance.slug} to {options['output']}")
         else:
             self.stdout.write(text, ending="")

@@ -1,4 +1,8 @@
-"""``manage.py import_instance FILE --owner USER [--overwrite]``: idempotent import."""
+"""``manage.py import_instance FILE --owner USER [--overwrite] [--with-members]``.
+
+An idempotent import of an ``export_instance`` document. Members are imported only with
+``--with-members``: they grant roles to local users matched by username.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--overwrite", action="store_true", help="Replace differing values (else kept)."
         )
+        parser.add_argument(
+            "--with-members",
+            action="store_true",
+            help="Also grant the file's member roles to local users with the same usernames "
+            "(default: members are skipped and listed).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         user_model = get_user_model()
@@ -30,11 +40,17 @@ class Command(BaseCommand):
             raise CommandError(f"no user {options['owner']!r}")
         try:
             document = json.loads(Path(options["file"]).read_text(encoding="utf-8"))
-            report = instance_import(document, owner=owner, overwrite=options["overwrite"])
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise CommandError(f"cannot read {options['file']}: {exc}") from exc
+        try:
+            report = instance_import(
+                document,
+                owner=owner,
+                overwrite=options["overwrite"],
+                with_members=options["with_members"],
+            )
         except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
+            raise CommandError(f"{options['file']}: {'; '.join(exc.messages)}") from exc
         self.stdout.write(
             f"instance {report.instance}: {len(report.created)} created, "
             f"{len(report.updated)} updated, {len(report.unchanged)} unchanged, "

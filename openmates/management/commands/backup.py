@@ -37,6 +37,10 @@ class Command(BaseCommand):
             )
         except ServiceError as exc:
             raise CommandError(str(exc)) from exc
+        except OSError as exc:
+            # A destination (or source) that cannot be created or read: no traceback.
+            where = f" {exc.filename}" if exc.filename else ""
+            raise CommandError(f"backup failed:{where}: {exc.strerror or exc}") from exc
         self.stdout.write(
             "The backup holds the OpenBao unseal key and tokens: keep it as private as ./var."
         )

@@ -35,3 +35,7 @@ class Command(BaseCommand):
             backup_restore(source=options["source"], directory=directory, say=self.stdout.write)
         except ServiceError as exc:
             raise CommandError(str(exc)) from exc
+        except OSError as exc:
+            # A destination (or source) that cannot be created or read: no traceback.
+            where = f" {exc.filename}" if exc.filename else ""
+            raise CommandError(f"restore failed:{where}: {exc.strerror or exc}") from exc
