@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from axes.backends import AxesStandaloneBackend
+from django.conf import settings
 from django.http import HttpRequest
+
+# The width of django-axes' ``username`` columns (AccessAttempt, AccessLog, ...).
+AXES_USERNAME_MAX_LENGTH = 255
 
 
 class ThrottledBackend(AxesStandaloneBackend):
@@ -27,3 +31,30 @@ class ThrottledBackend(AxesStandaloneBackend):
         if request is None:
             return None
         return super().authenticate(request, username, password, **kwargs)
+
+
+def axes_username(request: HttpRequest | None, credentials: dict[str, Any] | None) -> str | None:
+    """The username django-axes records: the submitted one, cut to axes' column width.
+
+    ``AXES_USERNAME_CALLABLE``. Without it a sign-in form posted with a username longer
+    than 255 characters (the admin's, or any ``authenticate()`` caller's) made axes'
+    insert fail with a database error, a 500. Real usernames are at most 150 characters,
+    so the cut never merges two real accounts' counters.
+
+    Args:
+        request: the sign-in request (None for calls without one).
+        credentials: the ``authenticate()`` keyword arguments, when axes has them.
+
+    Returns:
+        The username (at most 255 characters), or None when none was submitted.
+    """
+    field = getattr(settings, "AXES_USERNAME_FORM_FIELD", "username")
+    if credentials:
+        raw = credentials.get(field)
+    elif request is not None:
+        raw = getattr(request, "data", request.POST).get(field)
+    else:
+        raw = None
+    if raw is None:
+        return None
+    return str(raw)[:AXES_USERNAME_MAX_LENGTH]

@@ -6,29 +6,73 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model, password_validation
-from django.contrib.auth.forms import UsernameField
+from django.contrib.auth.forms import AuthenticationForm, UsernameField
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.validators import MaxLengthValidator
+
+# Longest password accepted at sign-up (hashing a megabyte-long one is a cheap DoS).
+PASSWORD_MAX_LENGTH = 1024
+PASSWORD_TOO_LONG = f"Use at most {PASSWORD_MAX_LENGTH} characters for the password."
+
+
+def _username_field() -> Any:
+    return get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD)
+
+
+class SignInForm(AuthenticationForm):
+    """Django's sign-in form, refusing a username longer than the model's as a form error.
+
+    Django sets the field's ``max_length`` after construction, which adds no validator;
+    without one an overlong name reached ``authenticate()`` (and django-axes).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["username"].validators.append(
+            MaxLengthValidator(_username_field().max_length or 150)
+        )
 
 
 class SignUpForm(forms.Form):
-    """Username, e-mail and password twice; the invitation token travels hidden."""
+    """Username, e-mail and password twice; the invitation token travels hidden.
 
-    username = UsernameField(max_length=150, widget=forms.TextInput(attrs={"autofocus": True}))
+    The username passes the user model's own validators (characters, length) after
+    Django's NFKC normalisation, and must differ from every existing username in more
+    than case. Passwords are at most ``PASSWORD_MAX_LENGTH`` characters.
+    """
+
+    username = UsernameField(
+        max_length=150,
+        widget=forms.TextInput(attrs={"autofocus": True}),
+        help_text="Letters, digits and @ . + - _ only; at most 150 characters.",
+    )
     email = forms.EmailField(max_length=254)
     password1 = forms.CharField(
         label="Password",
         strip=False,
+        max_length=PASSWORD_MAX_LENGTH,
+        error_messages={"max_length": PASSWORD_TOO_LONG},
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
         help_text=password_validation.password_validators_help_text_html(),
     )
     password2 = forms.CharField(
         label="Password again",
         strip=False,
+        max_length=PASSWORD_MAX_LENGTH,
+        error_messages={"max_length": PASSWORD_TOO_LONG},
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
     )
     invite = forms.CharField(required=False, widget=forms.HiddenInput)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["username"]
+        field.validators.extend(
+            v for v in _username_field().validators if v not in field.validators
+        )
+
     def clean_username(self) -> str:
+        # UsernameField already applied NFKC; iexact compares case-insensitively.
         username: str = self.cleaned_data["username"]
         if get_user_model().objects.filter(username__iexact=username).exists():
             raise forms.ValidationError("This username is taken.")

@@ -20,7 +20,7 @@ from django.urls import reverse_lazy
 from django.views.decorators.http import require_POST
 
 from accounts import services
-from accounts.forms import AccountDeleteForm, SignUpForm
+from accounts.forms import AccountDeleteForm, SignInForm, SignUpForm
 from accounts.selectors import signup_target_get
 from instances.models import InstanceMember
 from openmates.vault import VaultError
@@ -71,6 +71,7 @@ class SignInView(LoginView):
     """Django's sign-in; axes counts failures and locks out after too many."""
 
     template_name = "accounts/login.html"
+    authentication_form = SignInForm
     redirect_authenticated_user = True
 
 

@@ -246,6 +246,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
 AXES_VERBOSE = False
+# Cuts submitted usernames to axes' column width (a longer one was a 500).
+AXES_USERNAME_CALLABLE = "accounts.backends.axes_username"
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'none'"],
