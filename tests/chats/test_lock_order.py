@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import pytest
@@ -65,10 +66,14 @@ def test_message_store_racing_the_status_update_never_deadlocks(chat: Chat) -> N
         contents.append(content)
         status = MessageStatus.DONE if round_ % 2 else MessageStatus.STREAMING
         _race(
-            lambda c=content, v=round_: services.message_store(
-                chat=chat, message_id=reply.pk, encrypted_content=c, version=v
+            partial(
+                services.message_store,
+                chat=chat,
+                message_id=reply.pk,
+                encrypted_content=content,
+                version=round_,
             ),
-            lambda s=status: services.message_status_set(message_id=reply.pk, status=s),
+            partial(services.message_status_set, message_id=reply.pk, status=status),
         )
     stored = Message.objects.get(pk=reply.pk)
     assert stored.version == ROUNDS
@@ -82,13 +87,14 @@ def test_embed_store_racing_the_embed_status_never_deadlocks(chat: Chat) -> None
     embed = services.embed_create(chat=chat, embed_id=new_id(), tool="web.search")
     for round_ in range(ROUNDS):
         _race(
-            lambda v=round_: services.embed_store(
+            partial(
+                services.embed_store,
                 chat=chat,
                 embed_id=embed.pk,
-                encrypted_content=_envelope(f"embed {v}".encode()),
-                version=v,
+                encrypted_content=_envelope(f"embed {round_}".encode()),
+                version=round_,
             ),
-            lambda: services.embed_status_set(embed_id=embed.pk, status=EmbedStatus.FINISHED),
+            partial(services.embed_status_set, embed_id=embed.pk, status=EmbedStatus.FINISHED),
         )
     assert Embed.objects.get(pk=embed.pk).version == ROUNDS
     assert Chat.objects.get(pk=chat.pk).version == 2 + 2 * ROUNDS
@@ -98,14 +104,20 @@ def test_a_kept_reply_racing_the_clients_store_never_deadlocks(chat: Chat) -> No
     reply = services.assistant_message_create(chat=chat, message_id=new_id())
     for round_ in range(ROUNDS):
         _race(
-            lambda v=round_: services.message_store(
+            partial(
+                services.message_store,
                 chat=chat,
                 message_id=reply.pk,
-                encrypted_content=_envelope(f"round {v}".encode()),
-                version=v,
+                encrypted_content=_envelope(f"round {round_}".encode()),
+                version=round_,
             ),
-            lambda v=round_: services.assistant_reply_keep(
-                chat=chat, message_id=reply.pk, content=f"reply {v}", model="m", usage=None
+            partial(
+                services.assistant_reply_keep,
+                chat=chat,
+                message_id=reply.pk,
+                content=f"reply {round_}",
+                model="m",
+                usage=None,
             ),
         )
     assert Message.objects.get(pk=reply.pk).version == ROUNDS
