@@ -79,8 +79,8 @@ DOCUMENT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["name"],
                 "properties": {
-                    "name": {"type": "string", "minLength": 1},
-                    "category": _STRING,
+                    "name": {"type": "string", "minLength": 1, "maxLength": 100},
+                    "category": {"type": "string", "pattern": r"^[-a-zA-Z0-9_]{1,64}$"},
                     "description": _STRING,
                     "system_prompt": _STRING,
                     "is_default": _BOOLEAN,
@@ -93,12 +93,12 @@ DOCUMENT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["username", "role"],
                 "properties": {
-                    "username": {"type": "string", "minLength": 1},
+                    "username": {"type": "string", "minLength": 1, "maxLength": 150},
                     "role": {"enum": list(InstanceMember.Role.values)},
                 },
             },
         },
-        "secrets": {"type": "array", "items": _STRING},
+        "secrets": {"type": "array", "items": {"type": "string", "maxLength": 100}},
         "channels": {
             "type": "array",
             "items": {
@@ -128,6 +128,30 @@ DOCUMENT_SCHEMA: dict[str, Any] = {
 _VALIDATOR = jsonschema.Draft202012Validator(DOCUMENT_SCHEMA)
 
 
+def _unstorable_string(document: Any) -> str | None:
+    """JSON path of the first string (key or value) PostgreSQL cannot store, if any.
+
+    That is a NUL character or a lone UTF-16 surrogate (not encodable as UTF-8).
+    """
+    stack: list[tuple[str, Any]] = [("$", document)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                stack.append((f"{where}.{key}", key))
+                stack.append((f"{where}.{key}", value))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", value) for i, value in enumerate(item))
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return where
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return where
+    return None
+
+
 def document_validate(document: Any) -> None:
     """Check an import document's shape (``DOCUMENT_SCHEMA``) before anything is written.
 
@@ -141,6 +165,9 @@ def document_validate(document: Any) -> None:
     if error is not None:
         message = error.message if len(error.message) <= 200 else error.message[:200] + "…"
         raise ValidationError(f"{error.json_path}: {message}")
+    where = _unstorable_string(document)
+    if where is not None:
+        raise ValidationError(f"{where}: a NUL character or lone surrogate is not allowed")
 
 
 def instance_export(instance: Instance) -> dict[str, Any]:

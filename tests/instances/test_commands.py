@@ -166,6 +166,15 @@ def _document(**changes):
         ),
         ({"mates": [{"name": "A", "is_default": "yes"}]}, "$.mates[0].is_default"),
         ({"members": [{"username": "u", "role": "god"}]}, "$.members[0].role: 'god' is not one"),
+        ({"mates": [{"name": "M" * 101}]}, "$.mates[0].name: 'MMMM"),
+        (
+            {"prompt_sections": {"persona": "a\x00b"}},
+            "$.prompt_sections.persona: a NUL character or lone surrogate is not allowed",
+        ),
+        (
+            {"mates": [{"name": "\ud800"}]},
+            "$.mates[0].name: a NUL character or lone surrogate is not allowed",
+        ),
     ],
 )
 def test_import_instance_names_the_path_of_a_malformed_field(owner, tmp_path, changes, message):
