@@ -390,11 +390,20 @@ class Runner:
     # -- Django ----------------------------------------------------------------------------
 
     def child_env(self) -> dict[str, str]:
-        """The environment of the Django children: ours, with the data dir made absolute."""
+        """The environment of the Django children: ours, with the data dir made absolute.
+
+        The children run in production mode (``DEBUG=False``: an error page must never
+        show settings such as ``DATABASE_URL`` to a visitor); services.json provides what
+        the production checks require. The embedded default is plain
+        ``http://127.0.0.1``, so session and CSRF cookies are not Secure-only.
+        """
         env = dict(os.environ)
         env["OPENMATES_DATA_DIR"] = str(self.directory)
         env.setdefault("DJANGO_SETTINGS_MODULE", "openmates.settings")
         env["PYTHONUNBUFFERED"] = "1"
+        env["DEBUG"] = "false"
+        env["SESSION_COOKIE_SECURE"] = "false"
+        env["CSRF_COOKIE_SECURE"] = "false"
         return env
 
     def prepare_and_serve(self) -> None:
@@ -462,7 +471,8 @@ class Runner:
                 "127.0.0.1",
                 "--port",
                 str(self.port),
-                "openmates.runlocal.asgi:application",
+                # WhiteNoise (finders, no collectstatic) serves /static/ inside Django.
+                "openmates.asgi:application",
             ],
             env=self.child_env(),
             cwd=BASE_DIR,

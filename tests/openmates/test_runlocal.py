@@ -124,6 +124,34 @@ def demo_lines(data_dir: Path) -> list[str]:
     return lines
 
 
+def assert_production_mode_over_plain_http(port: int, password: str) -> None:
+    """The web server runs without DEBUG, yet the demo signs in over http://127.0.0.1."""
+    base = f"http://127.0.0.1:{port}"
+    # Every service is up; the local model is not started in this test (--no-model).
+    ready = httpx.get(f"{base}/health/ready", timeout=10).json()
+    assert ready["not_ready"] == ["llm"], ready
+    missing = httpx.get(f"{base}/no-such-page/", timeout=10)
+    assert missing.status_code == 404
+    # DEBUG's 404 page lists the URLconf; its 500 page would list DATABASE_URL.
+    assert b"URLconf" not in missing.content
+    with httpx.Client(base_url=base, timeout=10) as browser:
+        page = browser.get("/accounts/login/")
+        assert "secure" not in page.headers["set-cookie"].lower()
+        signed_in = browser.post(
+            "/accounts/login/",
+            data={
+                "username": "demo",
+                "password": password,
+                "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+            },
+        )
+        assert signed_in.status_code == 302, signed_in.text
+        session_cookies = signed_in.headers.get_list("set-cookie")
+        assert any(c.startswith("sessionid=") for c in session_cookies)
+        assert not any("secure" in c.lower() for c in session_cookies)
+        assert browser.get("/").status_code == 200
+
+
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
     # Outside pytest's temp root: a concurrent pytest session re-chmods
@@ -149,7 +177,7 @@ def test_runlocal_serves_stops_on_sigint_and_keeps_data_on_the_next_start(
         first.wait_for("OpenMates is running")
         page = httpx.get(f"http://127.0.0.1:{port}/", timeout=10, follow_redirects=True)
         assert page.status_code == 200
-        # Served like runserver does: there is no proxy in front of the embedded default.
+        # WhiteNoise serves it (finders, no collectstatic): no proxy in front of runlocal.
         asset = next(path for path in (BASE_DIR / "static").rglob("*.css") if path.is_file())
         url = f"http://127.0.0.1:{port}/static/{asset.relative_to(BASE_DIR / 'static')}"
         assert httpx.get(url, timeout=10).content == asset.read_bytes()
@@ -165,6 +193,7 @@ def test_runlocal_serves_stops_on_sigint_and_keeps_data_on_the_next_start(
         before = demo_lines(data_dir)
         password = (data_dir / "demo_password").read_text().strip()
         assert f"password '{password}'" in first.output
+        assert_production_mode_over_plain_http(port, password)
     finally:
         code = first.interrupt()
     assert code == 0, first.output
