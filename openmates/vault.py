@@ -68,6 +68,14 @@ class VaultError(Exception):
         super().__init__(message)
         self.reason = reason
 
+    @property
+    def is_outage(self) -> bool:
+        """True when Vault could not be used (unreachable, sealed, timed out): retry later.
+
+        False for set-up faults (a missing key, a refused token) that a retry cannot fix.
+        """
+        return self.reason in {"unreachable", "sealed", "timeout"}
+
 
 # --- HTTP plumbing -----------------------------------------------------------------------
 

@@ -195,9 +195,16 @@ def _uncancel() -> None:
 
 
 def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
-    if isinstance(exc, vault.VaultError):
+    if isinstance(exc, vault.VaultError) and exc.is_outage:
         logger.warning("turn %s: Vault unavailable: %s", request.task_id, exc)
         code, message = "vault_unavailable", "The key service is unavailable; try again shortly."
+    elif isinstance(exc, vault.VaultError):
+        # A missing key or a refused token is a set-up fault, not an outage: retrying won't help.
+        logger.error("turn %s: Vault refused: %s", request.task_id, exc)
+        code, message = (
+            "internal",
+            "Your account's encryption key is missing or not permitted; ask the administrator.",
+        )
     elif isinstance(exc, redis.RedisError):
         logger.warning("turn %s: Redis unavailable: %r", request.task_id, exc, exc_info=exc)
         code, message = "cache_unavailable", "The cache is unavailable; try again shortly."

@@ -385,3 +385,21 @@ async def test_resume_after_the_turn_ended_answers_from_the_sealed_snapshot(
     intruder = await ws_client(other)
     await intruder.send(type="stream.resume", chat_id=chat.pk, task_id=task_id, last_sequence=0)
     assert (await intruder.recv())["code"] == "not_found"
+
+
+async def test_a_missing_user_key_is_reported_as_a_setup_fault_not_an_outage(
+    ws_client, chat_factory, owner, llm_script
+):
+    # ``owner`` has no transit key: Vault answers "not found", which retrying cannot fix.
+    chat = await sync_to_async(chat_factory)(owner)
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text="never sent", model="standard")
+    client = await ws_client(owner)
+    message_id = new_id()
+    await client.send(type="message.send", chat_id=chat.pk, message_id=message_id, content="Hi")
+    frames = await client.until("stream.done")
+    errors = [f for f in frames if f["type"] == "error"]
+    assert [e["code"] for e in errors][:1] == ["internal"]
+    assert "encryption key is missing" in errors[0]["message"]
+    assert frames[-1]["status"] == "failed"
