@@ -36,9 +36,9 @@ _SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 _TOOL_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _REQUEST_ID_RE = re.compile(r"^[-a-zA-Z0-9_.:]{1,128}$")
 _SIZE_ERROR = "content_too_large"
-# A JSON escape of a UTF-16 surrogate; only these can yield a lone surrogate after parsing,
-# because a WebSocket text frame is already valid UTF-8.
-_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+# A JSON escape of a UTF-16 surrogate, or a raw surrogate (a server hands over decoded
+# UTF-8, so only the escape happens on the wire; the raw form guards in-process callers).
+_SURROGATE_ESCAPE_RE = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 class ErrorCode(StrEnum):

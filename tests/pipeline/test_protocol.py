@@ -223,6 +223,7 @@ def _refusal(text: str) -> FrameError:
         '{"type":"message.send","content":"\\ud800 hello"}',
         '{"type":"ping","ts":"\\udfff"}',
         '{"type":"ping","x":{"\\ud83d":1}}',
+        json.dumps({"type": "ping", "ts": "raw \udc80"}, ensure_ascii=False),
         '{"type":"ping","x":[[{"y":"a\\udc00b"}]]}',
     ],
 )
@@ -259,3 +260,32 @@ def test_numbers_that_json_cannot_carry_are_invalid_frames(number: str, message:
 
 def test_a_large_finite_number_is_still_accepted() -> None:
     assert parse_frame('{"type":"ping","ts":1.5e300}').ts == 1.5e300  # type: ignore[union-attr]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+async def test_over_a_socket_malformed_frames_get_invalid_frame_and_the_socket_stays(
+    ws_client: Any, owner: Any
+) -> None:
+    client = await ws_client(owner)
+    chat_id, message_id = new_id(), new_id()
+    frames = [
+        json.dumps(
+            {
+                "type": "message.send",
+                "chat_id": chat_id,
+                "message_id": message_id,
+                "content": "\ud800",
+            }
+        ),
+        '{"type":"ping","x":' + "[" * 100_000 + "]" * 100_000 + "}",
+        '{"type":"ping","ts":NaN}',
+        '{"type":"ping","ts":1e999}',
+    ]
+    for text in frames:
+        await client.send_text(text)
+        error = await client.recv()
+        assert (error["type"], error["code"]) == ("error", "invalid_frame"), error
+
+    await client.send_text('{"type":"ping","ts":5}')
+    assert await client.recv() == {"type": "pong", "ts": 5}
