@@ -6,8 +6,11 @@ class per client frame type, or raises ``FrameError`` carrying the PROTOCOL.md e
 * ``frame_too_large``: more than 256 KiB (4 MiB for ``chat.history`` and ``sync.*``), or a
   message ``content`` over 64 KiB of UTF-8;
 * ``unknown_type``: a JSON object whose ``type`` is not a client frame type;
-* ``invalid_frame``: anything else wrong (not JSON, not an object, a missing or mistyped
-  field, an id that is not a UUIDv7, a ciphertext that is not CRYPTO.md §3's envelope).
+* ``invalid_frame``: anything else wrong (not strict JSON, including NaN/Infinity, numbers
+  overflowing a float, integers past Python's digit limit and nesting past the recursion
+  limit; a string anywhere that is not strict UTF-8, i.e. a lone surrogate; not an
+  object; a missing or mistyped field; an id that is not a UUIDv7; a ciphertext that is
+  not CRYPTO.md §3's envelope).
 
 Validation is strict (no coercion: ``"3"`` is not a version) and extra fields are ignored,
 because PROTOCOL.md lets implementations add fields.
