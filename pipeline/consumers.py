@@ -18,7 +18,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from openmates.vault import VaultError
 from pipeline import actions, runtime
 from pipeline import events as ev
-from pipeline.protocol import ErrorCode, FrameError, parse_frame
+from pipeline.protocol import VAULT_SETUP_FAULT, ErrorCode, FrameError, parse_frame
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +58,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.deliver(
                 ev.Error(code=error.code, message=error.message, **error.ids).to_frame()
             )
-        except VaultError:
-            logger.warning("frame failed: Vault unavailable", exc_info=True)
-            await self._error(ErrorCode.VAULT_UNAVAILABLE, "The key service is unavailable.")
+        except VaultError as error:
+            if error.is_outage:
+                logger.warning("frame failed: Vault unavailable", exc_info=True)
+                await self._error(ErrorCode.VAULT_UNAVAILABLE, "The key service is unavailable.")
+            else:
+                logger.error("frame failed: Vault refused: %s", error)
+                await self._error(ErrorCode.INTERNAL, VAULT_SETUP_FAULT)
         except redis.RedisError:
             logger.warning("frame failed: Redis unavailable", exc_info=True)
             await self._error(ErrorCode.CACHE_UNAVAILABLE, "The cache is unavailable.")

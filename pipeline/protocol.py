@@ -44,6 +44,12 @@ _SIZE_ERROR = "content_too_large"
 _SURROGATE_ESCAPE_RE = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
+# Said for a Vault refusal that retrying cannot fix (a missing key, a refused token).
+VAULT_SETUP_FAULT = (
+    "Your account's encryption key is missing or not permitted; ask the administrator."
+)
+
+
 class ErrorCode(StrEnum):
     """The error codes of PROTOCOL.md, exactly."""
 

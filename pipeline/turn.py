@@ -39,6 +39,7 @@ from pipeline import prompts, state
 from pipeline.db import cache_slot, db_call
 from pipeline.ids import new_id
 from pipeline.mainprocess import MainContext, MainResult, respond
+from pipeline.protocol import VAULT_SETUP_FAULT
 from pipeline.runtime import TurnControl, on_orphan
 from pipeline.safety_replies import safety_reply
 from skills.selectors import enabled_skill_versions, enabled_tools_for_instance
@@ -201,10 +202,7 @@ def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
     elif isinstance(exc, vault.VaultError):
         # A missing key or a refused token is a set-up fault, not an outage: retrying won't help.
         logger.error("turn %s: Vault refused: %s", request.task_id, exc)
-        code, message = (
-            "internal",
-            "Your account's encryption key is missing or not permitted; ask the administrator.",
-        )
+        code, message = "internal", VAULT_SETUP_FAULT
     elif isinstance(exc, redis.RedisError):
         logger.warning("turn %s: Redis unavailable: %r", request.task_id, exc, exc_info=exc)
         code, message = "cache_unavailable", "The cache is unavailable; try again shortly."
