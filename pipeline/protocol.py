@@ -18,8 +18,6 @@ because PROTOCOL.md lets implementations add fields.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
 import re
@@ -29,12 +27,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticCustomError
 
+from openmates.ids import envelope_problem, is_uuid7
+
 MAX_FRAME_BYTES = 256 * 1024
 MAX_BULK_FRAME_BYTES = 4 * 1024 * 1024
 MAX_CONTENT_BYTES = 64 * 1024
 # Smallest CRYPTO.md §3 envelope: version byte, 8-byte key id, 12-byte iv, 16-byte GCM tag.
-_MIN_ENVELOPE_BYTES = 1 + 8 + 12 + 16
-_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 _SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 _TOOL_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _REQUEST_ID_RE = re.compile(r"^[-a-zA-Z0-9_.:]{1,128}$")
@@ -82,7 +80,7 @@ class FrameError(Exception):
 
 
 def _uuid7(value: str) -> str:
-    if not _UUID_RE.match(value):
+    if not is_uuid7(value):
         raise PydanticCustomError("uuid7", "must be a lowercase UUIDv7 string")
     return value
 
@@ -106,12 +104,9 @@ def _request_id(value: str) -> str:
 
 
 def _envelope(value: str) -> str:
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise PydanticCustomError("ciphertext", "must be standard base64") from None
-    if len(raw) < _MIN_ENVELOPE_BYTES or raw[0] != 0x01:
-        raise PydanticCustomError("ciphertext", "must be a CRYPTO.md §3 envelope (version 1)")
+    problem = envelope_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("ciphertext", problem)
     return value
 
 
