@@ -52,6 +52,9 @@ DEFAULT_LLM_PORT = 8088
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
 
 
+WEBSOCKET_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+
+
 class Stop(BaseException):  # a control-flow signal, hence not an *Error
     """Raised in the main thread, at a checkpoint after SIGINT/SIGTERM, to stop."""
 
@@ -471,6 +474,13 @@ class Runner:
                 "127.0.0.1",
                 "--port",
                 str(self.port),
+                # PROTOCOL.md allows 4 MiB for chat.history and sync frames; Daphne's default
+                # 1 MiB would drop them without an error. Up to 8 MiB reaches the consumer,
+                # which answers frame_too_large past the protocol's limits.
+                "--websocket-max-message-size",
+                str(WEBSOCKET_MAX_MESSAGE_BYTES),
+                "--websocket-max-frame-size",
+                str(WEBSOCKET_MAX_MESSAGE_BYTES),
                 # WhiteNoise (finders, no collectstatic) serves /static/ inside Django.
                 "openmates.asgi:application",
             ],

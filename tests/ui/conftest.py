@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pytest
 
+from openmates.runlocal.supervisor import WEBSOCKET_MAX_MESSAGE_BYTES
 from tests.ui.wire import UIModelServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +81,11 @@ def daphne_serving(extra_env: dict[str, str], log_dir: Path) -> Iterator[str]:
                 "127.0.0.1",
                 "-p",
                 str(port),
+                # The same limits runlocal gives Daphne (4 MiB protocol frames must arrive).
+                "--websocket-max-message-size",
+                str(WEBSOCKET_MAX_MESSAGE_BYTES),
+                "--websocket-max-frame-size",
+                str(WEBSOCKET_MAX_MESSAGE_BYTES),
                 "openmates.asgi:application",
             ],
             cwd=ROOT,
