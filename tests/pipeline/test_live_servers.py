@@ -187,18 +187,19 @@ async def test_large_frames_reach_the_consumer_and_get_protocol_errors(servers, 
     first, _ = servers
     async with socket(first, cookie) as ws:
         # 2 MiB: within PROTOCOL.md's 4 MiB for chat.history, above Daphne's 1 MiB default.
-        history = {
+        messages = [{"message_id": new_id(), "role": "user", "content": "x" * 60_000}] * 35
+        history: dict[str, Any] = {
             "type": "chat.history",
             "chat_id": new_id(),
             "request_id": "r-1",
-            "messages": [{"message_id": new_id(), "role": "user", "content": "x" * 60_000}] * 35,
+            "messages": messages,
         }
         await ws.send(json.dumps(history))
         answer = await _recv(ws)
         assert answer["type"] == "error"
         assert answer["code"] != "frame_too_large"
         # 5 MiB: past the protocol's limit, answered as such rather than dropped.
-        await ws.send(json.dumps({**history, "messages": history["messages"] * 3}))
+        await ws.send(json.dumps({**history, "messages": messages * 3}))
         answer = await _recv(ws)
         assert (answer["type"], answer["code"]) == ("error", "frame_too_large")
         await ws.send(json.dumps({"type": "ping", "ts": 7}))
