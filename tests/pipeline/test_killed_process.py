@@ -13,24 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from django.db import connection
 
-from openmates.runlocal.supervisor import WEBSOCKET_MAX_MESSAGE_BYTES
 from tests.pipeline.conftest import session_cookie
 from tests.pipeline.test_live_servers import send_message, socket, streamed_text, until
-from tests.ui.conftest import ROOT, _free_port, _test_database_url, daphne_serving
+from tests.ui.conftest import daphne_process, daphne_serving
 from tests.ui.wire import Turn, UIModelServer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(90)]
@@ -48,65 +41,6 @@ def _server_env(model: UIModelServer) -> dict[str, str]:
         env[f"LLM_{tier}_MODEL"] = "openai/wire-model"
         env[f"LLM_{tier}_API_BASE"] = model.api_base
     return env
-
-
-@contextmanager
-def daphne_process(extra_env: dict[str, str], log_dir: Path) -> Iterator[tuple[str, Any]]:
-    """Daphne as ``daphne_serving`` runs it; yields ``(base URL, subprocess.Popen)``.
-
-    The process is the test's to kill; it is terminated on exit if still running.
-    """
-    port = _free_port()
-    env = dict(os.environ)
-    env["DATABASE_URL"] = _test_database_url(connection.settings_dict["NAME"])
-    env["DJANGO_SETTINGS_MODULE"] = "openmates.settings"
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env.update(extra_env)
-    log = log_dir / "daphne.log"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-v",
-                "0",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "--websocket-max-message-size",
-                str(WEBSOCKET_MAX_MESSAGE_BYTES),
-                "--websocket-max-frame-size",
-                str(WEBSOCKET_MAX_MESSAGE_BYTES),
-                "openmates.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"daphne did not start:\n{log.read_text()[-4000:]}")
-            time.sleep(0.1)
-        yield base, process
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        process.wait()
 
 
 @pytest.fixture(scope="module")

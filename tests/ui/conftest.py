@@ -58,8 +58,13 @@ def ui_llm() -> Iterator[UIModelServer]:
 
 
 @contextmanager
-def daphne_serving(extra_env: dict[str, str], log_dir: Path) -> Iterator[str]:
-    """Run Daphne on the test database with ``extra_env``; yields its base URL."""
+def daphne_process(
+    extra_env: dict[str, str], log_dir: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Run Daphne on the test database with ``extra_env``; yields ``(base URL, process)``.
+
+    The process may be killed by the test; it is stopped on exit if still running.
+    """
     from django.db import connection
 
     port = _free_port()
@@ -94,26 +99,33 @@ def daphne_serving(extra_env: dict[str, str], log_dir: Path) -> Iterator[str]:
             stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"daphne did not start:\n{log.read_text()[-4000:]}")
-        time.sleep(0.1)
     try:
-        yield base
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"daphne did not start:\n{log.read_text()[-4000:]}")
+            time.sleep(0.1)
+        yield base, process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        process.wait()
+
+
+@contextmanager
+def daphne_serving(extra_env: dict[str, str], log_dir: Path) -> Iterator[str]:
+    """Run Daphne on the test database with ``extra_env``; yields its base URL."""
+    with daphne_process(extra_env, log_dir) as (base, _process):
+        yield base
 
 
 @pytest.fixture(scope="module")
