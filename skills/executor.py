@@ -1,4 +1,4 @@
-"""Runs one tool call: validate, time-box, retry once, never raise.
+"""Runs one tool call: validate, time-box, retry once (idempotent tools only), never raise.
 
 ``execute_tool(name, params, context)`` is the pipeline's only way to run a tool. It
 returns the tool's own ``{"success": True, "result": ...}`` / ``{"success": False,
@@ -72,7 +72,9 @@ async def execute_tool(
 
     Each attempt is limited to ``timeout_s`` seconds; a timeout or an exception from the
     tool is retried ``retries`` times (a ``success: False`` answer is not: the tool
-    decided). Cancellation of the calling task is the one exception that propagates.
+    decided). Tools registered with ``idempotent=False`` run once: after a timeout the
+    first attempt may already have written, so a second run could write twice.
+    Cancellation of the calling task is the one exception that propagates.
     """
     spec = get_tool(name)
     if spec is None:
@@ -84,7 +86,8 @@ async def execute_tool(
     if missing:
         return _error(f"tool {name} is not configured (missing secret: {', '.join(missing)})")
     last_error = ""
-    for attempt in range(retries + 1):
+    attempts = retries + 1 if spec.idempotent else 1
+    for attempt in range(attempts):
         try:
             result = await asyncio.wait_for(spec.execute(dict(prepared), context), timeout_s)
         except TimeoutError:

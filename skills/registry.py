@@ -17,6 +17,12 @@ left out arrive as ``None``). ``context`` is a ``ToolContext``:
 * ``secrets`` (Mapping[str, str]) — the plaintext values of the tool's
   ``required_secrets`` (exactly those, nothing else).
 
+``idempotent`` (default True) says whether running the call twice is harmless. The
+executor retries a timed-out or raising call once only for idempotent tools; a tool that
+writes (saves a memory, sends a message) registers with ``idempotent=False`` so a
+timeout — after which the first attempt may still have written — is reported to the model
+as an error instead of being run a second time.
+
 The app imports ``skills.tools`` at start-up (``SkillsConfig.ready``): a duplicate tool
 name stops the start with ``ToolRegistrationError``, and ``tools_by_module`` lets a test
 prove that no module there registered nothing.
@@ -72,6 +78,8 @@ class ToolSpec:
     execute: ToolExecute
     required_secrets: tuple[str, ...] = ()
     module: str = ""
+    # False for tools with side effects: never retried (see the module docstring).
+    idempotent: bool = True
 
     def llm_schema(self) -> dict[str, Any]:
         """The tool in the OpenAI/LiteLLM ``tools`` format."""
@@ -153,8 +161,12 @@ class ToolRegistry:
         parameters: dict[str, Any],
         execute: ToolExecute,
         required_secrets: tuple[str, ...] | list[str] = (),
+        idempotent: bool = True,
     ) -> ToolSpec:
         """Add a tool; returns its spec.
+
+        ``idempotent=False`` marks a tool with side effects, which the executor never
+        retries.
 
         Raises:
             ToolRegistrationError: bad name, empty description, a sync ``execute``, invalid
@@ -179,6 +191,7 @@ class ToolRegistry:
             execute=execute,
             required_secrets=tuple(required_secrets),
             module=module,
+            idempotent=idempotent,
         )
         self._tools[name] = spec
         self._by_module.setdefault(module, []).append(name)

@@ -183,3 +183,66 @@ async def test_cancellation_propagates(local_registry):
 
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+def _times_out_once(attempts: list[int]):
+    """An ``execute`` whose first call never finishes and whose later calls answer."""
+
+    async def run(params, context):
+        attempts.append(1)
+        if len(attempts) == 1:
+            await asyncio.Event().wait()  # never set: only the executor's timeout ends it
+        return {"success": True, "result": len(attempts)}
+
+    return run
+
+
+async def test_an_idempotent_tool_that_times_out_once_is_retried(local_registry):
+    attempts: list[int] = []
+    local_registry.register(
+        name="t",
+        description="d",
+        category="c",
+        parameters=SCHEMA,
+        execute=_times_out_once(attempts),
+    )
+
+    result = await execute_tool("t", {"n": 1}, CONTEXT, timeout_s=0.05)
+
+    assert local_registry.get("t").idempotent is True
+    assert result == {"success": True, "result": 2}
+    assert len(attempts) == 2
+
+
+async def test_a_non_idempotent_tool_that_times_out_is_not_retried(local_registry):
+    attempts: list[int] = []
+    local_registry.register(
+        name="t",
+        description="d",
+        category="c",
+        parameters=SCHEMA,
+        execute=_times_out_once(attempts),
+        idempotent=False,
+    )
+
+    result = await execute_tool("t", {"n": 1}, CONTEXT, timeout_s=0.05)
+
+    assert result == {"success": False, "error": "tool t timed out after 0.05 s"}
+    assert len(attempts) == 1
+
+
+async def test_a_non_idempotent_tool_that_raises_is_not_retried(local_registry):
+    attempts: list[int] = []
+
+    async def run(params, context):
+        attempts.append(1)
+        raise ConnectionError("the write may have happened")
+
+    local_registry.register(
+        name="t", description="d", category="c", parameters=SCHEMA, execute=run, idempotent=False
+    )
+
+    result = await execute_tool("t", {"n": 1}, CONTEXT)
+
+    assert result == {"success": False, "error": "tool t failed: ConnectionError"}
+    assert len(attempts) == 1
