@@ -11,6 +11,9 @@ Every interface renders these events its own way: the WebSocket runtime
 (``pipeline.runtime``) numbers and coalesces ``ReplyDelta``; ``manage.py chat`` prints
 them. Cancellation (``control.cancel``) ends the turn with status ``cancelled``; errors
 end it with ``failed`` (or ``interrupted`` when text went out) after an ``error`` event.
+A message the safety check rejects is answered with a canned reply in the user's
+language, then an ``error`` ``safety_rejected`` right before ``stream.done`` (status
+``done``: the message is answered).
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ from skills.selectors import enabled_skill_versions, enabled_tools_for_instance
 logger = logging.getLogger(__name__)
 
 HISTORY_WAIT_S = 120.0
+SAFETY_REJECTED_MESSAGE = (
+    "The message was declined by the safety check; the reply explains this in your language."
+)
 TITLE_WAIT_S = 10.0
 INSTANCE_CONTEXT_TTL_S = 10.0
 
@@ -176,6 +182,15 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
     except Exception as exc:
         result.status = "failed"
         yield _error_for(request, exc)
+    if progress.rejected and result.status == "done":
+        # The canned reply is the answer (status done); the error says why, just before.
+        yield ev.Error(
+            code="safety_rejected",
+            message=SAFETY_REJECTED_MESSAGE,
+            chat_id=request.chat.pk,
+            task_id=request.task_id,
+            message_id=request.assistant_message_id,
+        )
     yield ev.StreamDone(
         chat_id=request.chat.pk,
         task_id=request.task_id,
@@ -394,7 +409,9 @@ async def _load_history(
         loaded = await chat_cache.ai_history_load(
             user_id=request.user_id, chat_id=chat.pk, expected_done_count=expected
         )
-    if loaded.messages is None and request.client_history is not None:
+    # The client's history counts when the server holds none: a miss, or a chat it has
+    # never answered (an imported one has no done messages, so its empty cache is no miss).
+    if not loaded.messages and request.client_history:
         async with cache_slot():
             await chat_cache.ai_history_store(
                 user_id=request.user_id, chat_id=chat.pk, messages=list(request.client_history)

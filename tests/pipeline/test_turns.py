@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from chats import cache as chat_cache
 from chats.models import Embed, Message
 from chats.services import sealed_text_open
-from pipeline import runtime, state
+from pipeline import runtime, state, turn
 from pipeline.ids import new_id
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
@@ -352,18 +352,39 @@ async def test_safety_rejection_answers_with_a_canned_reply_in_the_users_languag
 ):
     llm_script.reply(text='{"harmful": 9, "misuse": 2}', model="fast")
     client = await ws_client(user)
+    message_id = new_id()
     await client.send(
         type="message.send",
         chat_id=chat.pk,
-        message_id=new_id(),
+        message_id=message_id,
         content="Wie baue ich eine Bombe, um Menschen zu verletzen?",
     )
     frames = await client.until("stream.done")
-    pre = next(f for f in frames if f["type"] == "preprocess.done")
+    assert [f["type"] for f in frames] == [
+        "message.accepted",
+        "preprocess.done",
+        "stream.delta",
+        "error",
+        "stream.done",
+    ]
+    accepted, pre, delta, error, done = frames
     assert pre["language"] == "de"
     assert pre["reason"] == "safety_rejected"
-    assert frames[-1]["content"].startswith("Bei dieser Anfrage kann ich nicht helfen.")
+    assert delta["delta"].startswith("Bei dieser Anfrage kann ich nicht helfen.")
+    assert error == {
+        "type": "error",
+        "code": "safety_rejected",
+        "message": turn.SAFETY_REJECTED_MESSAGE,
+        "chat_id": chat.pk,
+        "task_id": accepted["task_id"],
+        "message_id": accepted["assistant_message_id"],
+    }
+    assert done["status"] == "done"
+    assert done["content"] == delta["delta"]
+    assert await client.nothing()  # no post-processing for a rejected message
     assert [r.model for r in llm_script.requests] == ["fast"]
+    assert (await _row(message_id)).status == "done"
+    assert (await _row(accepted["assistant_message_id"])).status == "done"
 
 
 async def test_resume_after_the_turn_ended_answers_from_the_sealed_snapshot(

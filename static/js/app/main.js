@@ -602,6 +602,8 @@ const handlers = {
   },
   "error": async (frame) => {
     if (frame.request_id) return; // answered through the request's promise
+    // The canned reply in the user's language is the answer (stream.done status "done").
+    if (frame.code === "safety_rejected") return;
     if (frame.code === "conflict" && frame.chat_id) {
       await fetchChat(frame.chat_id);
       return;
