@@ -375,6 +375,9 @@ async def chat_history(socket: Socket, frame: p.ChatHistory) -> None:
     if frame.summary:
         meta = await state.chat_meta_load(user_id=socket.user.pk, chat_id=frame.chat_id)
         meta["summary"] = frame.summary
+        # What the client's summary covers is unknown: the next post-processing folds the
+        # older messages into it again rather than trusting an old marker.
+        meta.pop("summary_covers", None)
         await state.chat_meta_save(user_id=socket.user.pk, chat_id=frame.chat_id, meta=meta)
     record = await state.record_get(pending["task_id"])
     if record is None:

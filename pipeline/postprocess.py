@@ -6,21 +6,43 @@ memory extraction hook runs (the memories app installs it with
 :func:`memory_extractor_set`: ``async extractor(*, user_id, instance, chat_id, messages)
 -> int`` saved). Skipped for automated requests (the last user message starts with
 ``### Task:``), and model-based parts are skipped on the bundled local model.
+
+The rolling summary covers the conversation up to one message, whose id is kept with it
+(``summary_covers``). The per-turn call sees only the last :data:`ASK_VIEW` messages, so
+it can extend the summary only when nothing older is uncovered. Older uncovered messages
+(a long history imported with ``message.send``, sent with ``chat.history`` after a cache
+miss, or left behind by failed post-processing) are first *folded* into the summary
+(:func:`summary_fold`): split into blocks that fit the fast tier's context, each block
+summarised by its own fast call (:data:`FOLD_CONCURRENCY` at a time), and the block
+summaries merged with the previous summary. A message is folded once: the marker moves
+past it only when its fold succeeded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from openmates import llm
+from pipeline.prompts import estimate_tokens, history_budget_tokens
 
 logger = logging.getLogger(__name__)
 
 TASK_PREFIX = "### Task:"
 MAX_FOLLOW_UPS = 4
+# Messages the per-turn call sees: the new exchange and the two exchanges before it.
+ASK_VIEW = 6
+SUMMARY_MAX_CHARS = 2000
+# Fast calls of one fold running at once.
+FOLD_CONCURRENCY = 4
+# Below this many tokens per block a fast model is too small to fold with; skipped.
+MIN_BLOCK_TOKENS = 256
+# Merge rounds before the merged text is cut instead (each round shrinks it a lot).
+MAX_MERGE_ROUNDS = 4
 
 POSTPROCESS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -50,9 +72,13 @@ def is_automated(content: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Postprocessed:
+    """What post-processing produced; ``summary`` is set only when the rolling summary
+    changed, with ``summary_covers`` the id of the last message it now covers."""
+
     follow_ups: tuple[str, ...] = ()
     title: str | None = None
     summary: str | None = None
+    summary_covers: str | None = None
     memories_saved: int = 0
 
 
@@ -64,18 +90,34 @@ async def postprocess(
     language: str,
     title: str | None,
     summary: str | None,
-    messages: Sequence[dict[str, str]],
+    summary_covers: str | None,
+    conversation: Sequence[dict[str, Any]],
+    fast_context_tokens: int,
     use_model: bool,
 ) -> Postprocessed:
     """Follow-ups, title on drift, summary and memories for a finished exchange.
 
-    ``messages`` are the recent ``{"role", "content"}`` messages ending with the reply.
-    Errors are logged and give an empty result for that part.
+    ``conversation`` is the whole chat as ``{"message_id", "role", "content"}`` dicts,
+    oldest first, ending with the new user message and the reply. ``summary_covers`` is
+    the id of the last message ``summary`` covers (None: unknown, e.g. a summary from the
+    client). ``fast_context_tokens`` is the fast tier's context (for folding). Errors are
+    logged and give an empty result for that part.
     """
+    messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in conversation]
+    recent = messages[-ASK_VIEW:]
     follow_ups: tuple[str, ...] = ()
-    new_title, new_summary = None, None
+    new_title, new_summary, covers = None, None, None
     if use_model:
-        data = await _ask(instance, chat_id, language, title, summary, messages)
+        rolling, rolling_covers, complete = await _fold_gap(
+            instance=instance,
+            chat_id=chat_id,
+            language=language,
+            summary=summary,
+            summary_covers=summary_covers,
+            conversation=conversation,
+            fast_context_tokens=fast_context_tokens,
+        )
+        data = await _ask(instance, chat_id, language, title, rolling, recent)
         raw = data.get("follow_ups")
         follow_ups = (
             tuple(str(f).strip() for f in raw if str(f).strip())[:MAX_FOLLOW_UPS]
@@ -84,20 +126,217 @@ async def postprocess(
         )
         if data.get("topic_changed") and str(data.get("title") or "").strip():
             new_title = str(data["title"]).strip()[:80]
-        new_summary = str(data.get("summary") or "").strip() or None
+        asked = str(data.get("summary") or "").strip() or None
+        if complete and asked and conversation:
+            new_summary, covers = asked, str(conversation[-1]["message_id"])
+        elif rolling_covers != summary_covers:
+            new_summary, covers = rolling, rolling_covers
     saved = 0
     if _memory_extractor is not None and getattr(instance, "memory_enabled", True):
         try:
             saved = int(
                 await _memory_extractor(
-                    user_id=user_id, instance=instance, chat_id=chat_id, messages=list(messages)
+                    user_id=user_id, instance=instance, chat_id=chat_id, messages=recent
                 )
             )
         except Exception:
             logger.exception("memory extraction failed for chat %s", chat_id)
     return Postprocessed(
-        follow_ups=follow_ups, title=new_title, summary=new_summary, memories_saved=saved
+        follow_ups=follow_ups,
+        title=new_title,
+        summary=new_summary,
+        summary_covers=covers,
+        memories_saved=saved,
     )
+
+
+def summary_gap(
+    conversation: Sequence[dict[str, Any]], summary_covers: str | None
+) -> list[dict[str, Any]]:
+    """The messages the rolling summary does not cover and the per-turn call will not see.
+
+    Those after the message ``summary_covers`` names (all of them when it is None or not
+    in ``conversation``), except the last :data:`ASK_VIEW`.
+    """
+    start = 0
+    if summary_covers is not None:
+        for index, message in enumerate(conversation):
+            if str(message.get("message_id")) == summary_covers:
+                start = index + 1
+                break
+    end = len(conversation) - ASK_VIEW
+    return list(conversation[start:end]) if end > start else []
+
+
+async def _fold_gap(
+    *,
+    instance: Any,
+    chat_id: str,
+    language: str,
+    summary: str | None,
+    summary_covers: str | None,
+    conversation: Sequence[dict[str, Any]],
+    fast_context_tokens: int,
+) -> tuple[str | None, str | None, bool]:
+    """``(summary, covers, complete)`` after folding the gap, if any; ``complete`` is
+    False when a gap is left (the fold failed or the fast model is too small)."""
+    gap = summary_gap(conversation, summary_covers)
+    if not gap:
+        return summary, summary_covers, True
+    try:
+        folded = await summary_fold(
+            gap,
+            previous=summary,
+            language=language,
+            instance=instance,
+            chat_id=chat_id,
+            context_tokens=fast_context_tokens,
+        )
+    except Exception:
+        logger.exception(
+            "folding %d messages into the summary failed for chat %s", len(gap), chat_id
+        )
+        return summary, summary_covers, False
+    if folded is None:
+        return summary, summary_covers, False
+    return folded, str(gap[-1]["message_id"]), True
+
+
+BLOCK_INSTRUCTION = (
+    "Summarise this part of a conversation between a user and an AI assistant in at most "
+    "5 sentences, in language {language}. Keep names, facts, decisions and open questions. "
+    "Answer with the summary only."
+)
+MERGE_INSTRUCTION = (
+    "These are summaries of consecutive parts of one conversation, oldest first. Merge them "
+    "into one summary of at most 8 sentences, in language {language}. Keep names, facts, "
+    "decisions and open questions. Answer with the summary only."
+)
+
+
+async def summary_fold(
+    messages: Sequence[dict[str, Any]],
+    *,
+    previous: str | None,
+    language: str,
+    instance: Any,
+    chat_id: str,
+    context_tokens: int,
+) -> str | None:
+    """``previous`` (may be None) extended by ``messages`` (``{"role", "content"}``,
+    oldest first), as one summary of at most :data:`SUMMARY_MAX_CHARS` characters.
+
+    The messages are packed into blocks that fit a ``context_tokens`` fast model with
+    its instruction and answer reserve (a single longer message is cut), each block is
+    summarised by one fast call, :data:`FOLD_CONCURRENCY` at a time, and the previous
+    summary and the block summaries are merged: kept as their concatenation when that
+    is at most :data:`SUMMARY_MAX_CHARS`, else merged by one more fast call (or, when
+    they do not fit one call, by rounds of calls over groups). Returns None when the
+    fast model's context is too small to fold with.
+
+    Raises:
+        openmates.llm.LLMError: a fast call failed (nothing is folded then).
+        ValueError: a fast call answered with no text.
+    """
+    block_budget = _block_budget(BLOCK_INSTRUCTION, language, context_tokens)
+    merge_budget = _block_budget(MERGE_INSTRUCTION, language, context_tokens)
+    if min(block_budget, merge_budget) < MIN_BLOCK_TOKENS:
+        logger.warning("chat %s: the fast model's context is too small to fold", chat_id)
+        return None
+    lines = [f"{m['role']}: {m['content']}" for m in messages]
+    blocks = text_blocks(lines, block_budget)
+
+    async def summarise(instruction: str, text: str) -> str:
+        return await _summary_call(
+            instruction.format(language=language), text, instance=instance, chat_id=chat_id
+        )
+
+    pieces = [previous] if previous else []
+    pieces += await gather_bounded(
+        [partial(summarise, BLOCK_INSTRUCTION, "\n\n".join(block)) for block in blocks],
+        limit=FOLD_CONCURRENCY,
+    )
+    for _ in range(MAX_MERGE_ROUNDS):
+        joined = "\n\n".join(pieces)
+        if len(joined) <= SUMMARY_MAX_CHARS:
+            return joined
+        labelled = [f"Part {n}:\n{piece}" for n, piece in enumerate(pieces, 1)]
+        groups = text_blocks(labelled, merge_budget)
+        pieces = await gather_bounded(
+            [partial(summarise, MERGE_INSTRUCTION, "\n\n".join(group)) for group in groups],
+            limit=FOLD_CONCURRENCY,
+        )
+        if len(pieces) == 1:
+            return pieces[0]
+    return "\n\n".join(pieces)[:SUMMARY_MAX_CHARS]
+
+
+def _block_budget(instruction: str, language: str, context_tokens: int) -> int:
+    system = {"role": "system", "content": instruction.format(language=language)}
+    # The block itself is one user message: its overhead is part of the fixed cost.
+    return history_budget_tokens(
+        context_tokens=context_tokens, fixed_messages=[system, {"role": "user", "content": ""}]
+    )
+
+
+def text_blocks(texts: Sequence[str], budget_tokens: int) -> list[list[str]]:
+    """``texts`` packed in order into blocks of at most ``budget_tokens`` estimated tokens
+    (joined by blank lines); a text longer than the budget is cut to fit, alone."""
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    used = 0
+    for text in texts:
+        text = _cut(text, budget_tokens)
+        cost = estimate_tokens(text) + 1  # the blank line joining it to the next
+        if current and used + cost > budget_tokens:
+            blocks.append(current)
+            current, used = [], 0
+        current.append(text)
+        used += cost
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def _cut(text: str, budget_tokens: int) -> str:
+    limit = max(1, budget_tokens - 2)  # room for the ellipsis and the separator
+    while estimate_tokens(text) > limit:
+        text = text[: max(0, len(text) * limit // estimate_tokens(text) - 1)] + "…"
+    return text
+
+
+async def gather_bounded(calls: Sequence[Callable[[], Awaitable[str]]], *, limit: int) -> list[str]:
+    """The results of ``calls`` in order, at most ``limit`` running at once.
+
+    Raises:
+        ExceptionGroup: a call failed (the others are cancelled).
+    """
+    semaphore = asyncio.Semaphore(limit)
+
+    async def run(call: Callable[[], Awaitable[str]]) -> str:
+        async with semaphore:
+            return await call()
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(run(call)) for call in calls]
+    return [task.result() for task in tasks]
+
+
+async def _summary_call(instruction: str, text: str, *, instance: Any, chat_id: str) -> str:
+    result = await llm.complete(
+        tier="fast",
+        messages=[
+            {"role": "system", "content": instruction},
+            {"role": "user", "content": text},
+        ],
+        instance=instance,
+        stage="postprocess",
+        chat_id=chat_id,
+    )
+    summary = result.text.strip()
+    if not summary:
+        raise ValueError("the fast model answered a summary call with no text")
+    return summary[:SUMMARY_MAX_CHARS]
 
 
 async def _ask(

@@ -3,8 +3,13 @@
 System prompt = the instance's prompt sections + the mate + ethics + the instructions of
 the skills whose tools were preselected + date/time + retrieved memories. History = the
 rolling summary as a synthetic exchange + at most ``MAX_HISTORY`` recent messages,
-trimmed to ``HISTORY_BUDGET_CHARS``; cached assistant messages name their embeds
-(``embeds``: ids), resolved to the embed content here.
+trimmed to what the chosen tier's context leaves (:func:`history_budget_tokens`); cached
+assistant messages name their embeds (``embeds``: ids), resolved to the embed content
+here.
+
+Token counts are estimates (:func:`estimate_tokens`), not a tokenizer's count: the main
+model may be any provider's, and a real tokenizer per follow-up would cost milliseconds
+of the overhead budget (DESIGN.md §10). The estimate leans high on purpose.
 
 Memories come through :func:`memory_retriever_set`, which the memories app calls with
 ``async retriever(*, user_id, instance, query, categories) -> list[str]``; without one
@@ -19,7 +24,10 @@ from datetime import datetime
 from typing import Any
 
 MAX_HISTORY = 15
-HISTORY_BUDGET_CHARS = 48_000
+# Tokens kept free for the answer: this many, at most a quarter of the context.
+ANSWER_RESERVE_TOKENS = 4096
+# Per message in the chat format (role, separators), as OpenAI's counting guide adds.
+MESSAGE_OVERHEAD_TOKENS = 4
 SECTION_ORDER = ("identity", "persona", "tooling", "safety", "skills", "memory", "user", "datetime")
 ETHICS = (
     "Be honest about uncertainty and about being an AI. Do not help with harm to people, "
@@ -89,13 +97,60 @@ def fence_tool_output(tool: str, text: str) -> str:
     return f'<tool_output tool="{tool}">\n{safe}\n</tool_output>'
 
 
+def estimate_tokens(text: str) -> int:
+    """An upper-leaning token estimate for ``text``: ASCII characters count 1/4 token,
+    every other character one token.
+
+    English prose is ~4 characters per token in common BPE vocabularies; accented,
+    Cyrillic, Greek and CJK characters take one or more tokens each, so counting them as
+    one keeps mixed and non-Latin text from being underestimated. Code and numbers
+    (shorter tokens) can still exceed it slightly, which the answer reserve absorbs.
+    """
+    non_ascii = len(text) - len(text.encode("ascii", "ignore"))
+    return (len(text) - non_ascii + 3) // 4 + non_ascii
+
+
+def estimate_message_tokens(messages: Sequence[dict[str, Any]]) -> int:
+    """:func:`estimate_tokens` over chat messages' ``content``, plus the per-message
+    overhead (:data:`MESSAGE_OVERHEAD_TOKENS`)."""
+    return sum(
+        estimate_tokens(str(m.get("content") or "")) + MESSAGE_OVERHEAD_TOKENS for m in messages
+    )
+
+
+def answer_reserve_tokens(context_tokens: int) -> int:
+    """Tokens of a ``context_tokens`` context left free for the model's answer."""
+    return min(ANSWER_RESERVE_TOKENS, context_tokens // 4)
+
+
+def history_budget_tokens(
+    *,
+    context_tokens: int,
+    fixed_messages: Sequence[dict[str, Any]],
+    tools: Sequence[dict[str, Any]] = (),
+) -> int:
+    """Tokens the recent history may use in a call to a ``context_tokens`` model.
+
+    ``fixed_messages`` are the parts that are always sent (system prompt, summary
+    exchange, the new user message); ``tools`` the tool schemas sent with the call. The
+    answer reserve (:func:`answer_reserve_tokens`) is kept free. Never negative.
+    """
+    used = estimate_message_tokens(fixed_messages)
+    used += sum(estimate_tokens(json.dumps(tool)) for tool in tools)
+    return max(0, context_tokens - answer_reserve_tokens(context_tokens) - used)
+
+
 EmbedLoader = Callable[[str], Awaitable[dict[str, Any] | None]]
 
 
 async def history_messages(
-    history: Sequence[dict[str, Any]], *, load_embed: EmbedLoader
+    history: Sequence[dict[str, Any]], *, load_embed: EmbedLoader, budget_tokens: int
 ) -> list[dict[str, str]]:
-    """The recent history as model messages (at most ``MAX_HISTORY``, within budget)."""
+    """The recent history as model messages: the newest ones (at most ``MAX_HISTORY``)
+    whose estimated tokens together stay within ``budget_tokens``, oldest first, never
+    starting with an assistant message. A message that does not fit ends the window:
+    older ones are left to the rolling summary.
+    """
     recent = [m for m in history if m.get("role") in ("user", "assistant")][-MAX_HISTORY:]
     rendered: list[dict[str, str]] = []
     for message in recent:
@@ -109,8 +164,8 @@ async def history_messages(
     total = 0
     kept: list[dict[str, str]] = []
     for message in reversed(rendered):
-        total += len(message["content"])
-        if total > HISTORY_BUDGET_CHARS and kept:
+        total += estimate_message_tokens([message])
+        if total > budget_tokens:
             break
         kept.append(message)
     kept.reverse()

@@ -409,7 +409,8 @@ CHAT_META_TTL_S = 72 * 3600
 
 
 async def chat_meta_load(*, user_id: int | str, chat_id: str) -> dict[str, Any]:
-    """The pipeline's notes on a chat: ``{"title"?, "summary"?, "language"?}``."""
+    """The pipeline's notes on a chat: ``{"title"?, "summary"?, "summary_covers"?,
+    "language"?}`` (``summary_covers``: the id of the last message the summary covers)."""
     value = await _sealed_json_load(
         user_id=user_id, key=f"{PREFIX}chat:{chat_id}:ai-meta", object_id=f"{chat_id}:meta"
     )

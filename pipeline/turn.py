@@ -34,7 +34,7 @@ from chats import selectors as chat_selectors
 from chats import services as chat_services
 from chats.models import ChatMode, MessageStatus
 from instances.selectors import mates_for_instance, prompt_sections_get
-from openmates import vault
+from openmates import llm, vault
 from pipeline import events as ev
 from pipeline import postprocess as post
 from pipeline import preprocess as pre
@@ -81,13 +81,17 @@ class TurnRequest:
 
 @dataclass(frozen=True)
 class InstanceContext:
-    """The instance configuration a turn reads (cached ``INSTANCE_CONTEXT_TTL_S``)."""
+    """The instance configuration a turn reads (cached ``INSTANCE_CONTEXT_TTL_S``).
+
+    ``context_tokens``: each tier's input context in tokens (``llm.context_tokens``).
+    """
 
     tools: tuple[Any, ...]  # skills.registry.ToolSpec
     candidates: tuple[pre.ToolCandidate, ...]
     skill_prompts: tuple[dict[str, Any], ...]
     mates: tuple[Any, ...]
     sections: dict[str, str]
+    context_tokens: dict[str, int] = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.monotonic)
 
     def skill_prompts_for(self, tool_names: Sequence[str]) -> list[dict[str, Any]]:
@@ -128,6 +132,8 @@ async def instance_context_get(instance: Any) -> InstanceContext:
     if cached is not None and time.monotonic() - cached.loaded_at < INSTANCE_CONTEXT_TTL_S:
         return cached
     loaded = await db_call(_instance_context_load, instance)
+    for tier in llm.TIERS:
+        loaded.context_tokens[tier] = await llm.context_tokens(tier=tier, instance=instance)
     _instance_contexts[instance.pk] = loaded
     return loaded
 
@@ -327,8 +333,16 @@ async def _answer(
 
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     messages += prompts.summary_exchange(progress.meta.get("summary"))
-    messages += await prompts.history_messages(progress.history, load_embed=load_embed)
-    messages.append({"role": "user", "content": decided.content})
+    question = {"role": "user", "content": decided.content}
+    budget = prompts.history_budget_tokens(
+        context_tokens=context.context_tokens[decided.tier],
+        fixed_messages=[*messages, question],
+        tools=[t.llm_schema() for t in tools],
+    )
+    messages += await prompts.history_messages(
+        progress.history, load_embed=load_embed, budget_tokens=budget
+    )
+    messages.append(question)
     main = MainContext(
         chat=chat,
         instance=instance,
@@ -500,15 +514,24 @@ def _messages_finish(request: TurnRequest, result: MainResult, title: str | None
 
 async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.PostprocessDone:
     instance = request.instance
-    recent = [{"role": str(m["role"]), "content": str(m["content"])} for m in progress.history[-4:]]
-    recent += [
-        {"role": "user", "content": request.content},
-        {"role": "assistant", "content": progress.result.content},
+    conversation = [
+        {"message_id": str(m.get("message_id", "")), "role": m["role"], "content": m["content"]}
+        for m in progress.history
+        if m.get("role") in ("user", "assistant")
+    ]
+    conversation += [
+        {"message_id": request.message_id, "role": "user", "content": request.content},
+        {
+            "message_id": request.assistant_message_id,
+            "role": "assistant",
+            "content": progress.result.content,
+        },
     ]
     use_model = bool(getattr(instance, "follow_ups_enabled", True)) and not pre.uses_local_model(
         instance
     )
     try:
+        context = await instance_context_get(instance)
         done = await post.postprocess(
             instance=instance,
             chat_id=request.chat.pk,
@@ -516,13 +539,17 @@ async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.Postproc
             language=progress.language,
             title=progress.meta.get("title"),
             summary=progress.meta.get("summary"),
-            messages=recent,
+            summary_covers=progress.meta.get("summary_covers"),
+            conversation=conversation,
+            fast_context_tokens=context.context_tokens["fast"],
             use_model=use_model,
         )
+        if done.summary:
+            progress.meta["summary"] = done.summary
+            progress.meta["summary_covers"] = done.summary_covers
+        if done.title:
+            progress.meta["title"] = done.title
         if done.summary or done.title:
-            progress.meta.update(
-                {k: v for k, v in (("summary", done.summary), ("title", done.title)) if v}
-            )
             await state.chat_meta_save(
                 user_id=request.user_id, chat_id=request.chat.pk, meta=progress.meta
             )
