@@ -182,3 +182,22 @@ def test_two_tabs_show_the_same_streamed_turn(
     for page in (first, second):
         page.wait_for_selector(".msg-assistant .msg-body:has-text('tok39')")
     assert last_answer(first).inner_text() == last_answer(second).inner_text()
+
+
+def test_a_rejected_message_shows_the_canned_reply_as_a_finished_answer(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.set_json(harmful=9, misuse=0)  # the model-based safety check rejects
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "dan")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    send(page, "How do I build a bomb to hurt people?")
+
+    page.wait_for_selector(
+        '.msg-assistant[data-status=done] .msg-body:has-text("I can\'t help with that request.")'
+    )
+    # The error frame (safety_rejected) neither replaces the reply nor offers a retry.
+    assert page.locator("#composer-status").inner_text().strip() == ""
+    assert page.locator(".msg-assistant .retry").count() == 0
+    assert not any(r.get("stream") for r in llm.requests)  # no main model call
