@@ -117,7 +117,7 @@ async def postprocess(
             conversation=conversation,
             fast_context_tokens=fast_context_tokens,
         )
-        data = await _ask(instance, chat_id, language, title, rolling, recent)
+        data = await _ask(instance, chat_id, language, title, rolling, recent, fast_context_tokens)
         raw = data.get("follow_ups")
         follow_ups = (
             tuple(str(f).strip() for f in raw if str(f).strip())[:MAX_FOLLOW_UPS]
@@ -238,8 +238,8 @@ async def summary_fold(
         openmates.llm.LLMError: a fast call failed (nothing is folded then).
         ValueError: a fast call answered with no text.
     """
-    block_budget = _block_budget(BLOCK_INSTRUCTION, language, context_tokens)
-    merge_budget = _block_budget(MERGE_INSTRUCTION, language, context_tokens)
+    block_budget = _text_budget(BLOCK_INSTRUCTION.format(language=language), context_tokens)
+    merge_budget = _text_budget(MERGE_INSTRUCTION.format(language=language), context_tokens)
     if min(block_budget, merge_budget) < MIN_BLOCK_TOKENS:
         logger.warning("chat %s: the fast model's context is too small to fold", chat_id)
         return None
@@ -271,11 +271,12 @@ async def summary_fold(
     return "\n\n".join(pieces)[:SUMMARY_MAX_CHARS]
 
 
-def _block_budget(instruction: str, language: str, context_tokens: int) -> int:
-    system = {"role": "system", "content": instruction.format(language=language)}
-    # The block itself is one user message: its overhead is part of the fixed cost.
+def _text_budget(system: str, context_tokens: int) -> int:
+    """Tokens left for the one user message sent after the ``system`` text."""
+    # The text itself is one user message: its overhead is part of the fixed cost.
     return history_budget_tokens(
-        context_tokens=context_tokens, fixed_messages=[system, {"role": "user", "content": ""}]
+        context_tokens=context_tokens,
+        fixed_messages=[{"role": "system", "content": system}, {"role": "user", "content": ""}],
     )
 
 
@@ -346,14 +347,21 @@ async def _ask(
     title: str | None,
     summary: str | None,
     messages: Sequence[dict[str, str]],
+    context_tokens: int,
 ) -> dict[str, Any]:
-    transcript = "\n\n".join(f"{m['role']}: {m['content'][:4000]}" for m in messages[-6:])
     instruction = (
         "After this conversation, answer with JSON: follow_ups (up to 4 short questions the "
         f"user might ask next, in language {language}); topic_changed (true when the "
         f"conversation moved away from its title {title!r}); title (a new title when it "
         "did); summary (the conversation so far in at most 5 sentences, updating the "
         f"previous summary: {summary or 'none'})."
+    )
+    # Each message gets an equal share of what the fast context leaves (and 4,000
+    # characters at most), so a long exchange never overflows a small fast model.
+    budget = _text_budget(instruction, context_tokens)
+    share = max(1, budget // max(1, len(messages)) - 1)
+    transcript = "\n\n".join(
+        _cut(f"{m['role']}: {m['content'][:4000]}", share) for m in messages[-ASK_VIEW:]
     )
     try:
         result = await llm.complete(

@@ -274,3 +274,25 @@ async def test_a_failed_fold_keeps_the_old_marker_and_the_next_turn_folds_again(
     assert "previous summary: Folded." in fast[1].messages[0]["content"]
     meta = await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk)
     assert meta["summary"] == "Everything so far."
+
+
+async def test_the_per_turn_call_fits_a_small_fast_context(
+    ws_client, chat_factory, user, llm_script, settings
+):
+    settings.LLM_FALLBACK_CONTEXT_TOKENS = 2048  # every scripted tier
+    chat = await sync_to_async(chat_factory)(user)
+    history = _history(2)
+    llm_script.reply(text="Answer. " + FILLER, model="standard")
+    llm_script.reply(text=ASK.format(summary="Short."), model="fast")
+    client = await ws_client(user)
+
+    await _send(client, chat, "Tell me more. " + FILLER, history=history)
+
+    ask = _fast(llm_script)[0]
+    lines = ask.messages[1]["content"].split("\n\n")
+    assert [line.split(":", 1)[0] for line in lines] == ["user", "assistant"] * 2
+    assert lines[0].startswith("user: message 0: word0 word1")
+    assert all(line.endswith("…") for line in lines)  # each cut to its share
+    assert prompts.estimate_message_tokens(ask.messages) <= 2048 - 512
+    meta = await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk)
+    assert meta["summary"] == "Short."
