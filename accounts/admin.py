@@ -1,4 +1,6 @@
-"""Admin for sign-up policies and invitations (tokens are shown once, on creation)."""
+"""Admin for sign-up policies, invitations (tokens are shown once, on creation) and API
+tokens (listed and revoked here; created by ``create_api_key`` or the account page, so a
+plaintext token never passes through the admin's message storage)."""
 
 from __future__ import annotations
 
@@ -6,10 +8,11 @@ from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from accounts.models import Invitation, SignupPolicy
-from accounts.services import invitation_create
+from accounts.models import ApiToken, Invitation, SignupPolicy
+from accounts.services import api_token_revoke, invitation_create
 
 
 @admin.register(SignupPolicy)
@@ -34,3 +37,40 @@ class InvitationAdmin(admin.ModelAdmin):
         obj.pk = created.pk
         link = request.build_absolute_uri(f"/accounts/signup/?invite={token}")
         messages.success(request, f"Invitation link (shown once): {link}")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = (
+        "prefix",
+        "user",
+        "name",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    )
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    list_select_related = ("user",)
+    search_fields = ("prefix", "name", "user__username")
+    # The digest is never shown; nothing is editable (revoke is the one change).
+    fields = ("prefix", "user", "name", "created_at", "last_used_at", "expires_at", "revoked_at")
+    readonly_fields = fields
+    actions = ("revoke",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Deleting would not close the token's sockets; revoking does.
+        return False
+
+    @admin.action(description="Revoke the selected API tokens (their sockets close)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        tokens = list(queryset)
+        for token in tokens:
+            api_token_revoke(token=token)
+        messages.success(request, f"Revoked {len(tokens)} API token(s).")

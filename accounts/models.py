@@ -1,4 +1,4 @@
-"""Who may sign up: per-instance sign-up policy and invitations.
+"""Who may sign up (per-instance sign-up policy, invitations) and users' API tokens.
 
 A new account joins exactly one instance at sign-up: the one its invitation names, or
 the default instance (``settings.DEFAULT_INSTANCE_SLUG``, else the oldest instance) when
@@ -64,3 +64,34 @@ class Invitation(models.Model):
 
     def __str__(self) -> str:
         return f"invitation to {self.instance_id} ({self.email or 'anyone'})"
+
+
+class ApiToken(models.Model):
+    """A user's API token for REST (``Authorization: Bearer``) and the chat WebSocket.
+
+    The token is ``om_<prefix>_<secret>``: ``prefix`` is 12 random hex characters, stored
+    in clear to find the row and to name the token in lists; ``secret`` is 32 random bytes
+    (``secrets.token_urlsafe(32)``). Only ``digest``, the hex SHA-256 of the whole token,
+    is stored. A fast unsalted hash is the accepted practice here (unlike for passwords):
+    a 256-bit random secret cannot be guessed or looked up in a table, so a slow KDF would
+    only cost time on every request. The plaintext is shown once, at creation.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, help_text="What the token is for.")
+    prefix = models.CharField(max_length=12, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Updated at most once a minute (``accounts.services.api_token_touch``), not per request.
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ("-created_at",)
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.name} (om_{self.prefix}_…)"

@@ -1,15 +1,24 @@
-"""Reads for sign-up: which instance a new account would join, and whether it may."""
+"""Reads for sign-up (which instance a new account would join, and whether it may) and
+for API tokens (which user a presented token stands for)."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.auth.models import User
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from accounts.models import Invitation, SignupPolicy
+from accounts.models import ApiToken, Invitation, SignupPolicy
 from instances.models import Instance
+
+# ``om_<prefix>_<secret>``: 12 lowercase hex characters, then 43 URL-safe base64 characters
+# (``secrets.token_urlsafe(32)``). The prefix has no "_", so the first two split the parts.
+API_TOKEN_PATTERN = re.compile(r"om_(?P<prefix>[0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 
 
 def invitation_token_hash(token: str) -> str:
@@ -64,3 +73,67 @@ def signup_target_get(*, invitation_token: str = "") -> SignupTarget:
     ):
         return SignupTarget(instance=instance, invitation=None)
     return SignupTarget(instance=None, invitation=None)
+
+
+def api_token_digest(raw: str) -> str:
+    """The stored form of an API token: hex SHA-256 of its UTF-8 text (see ``ApiToken``)."""
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def api_token_prefix(raw: str) -> str | None:
+    """The lookup prefix of a well-formed token (``om_<prefix>_<secret>``), else None."""
+    match = API_TOKEN_PATTERN.fullmatch(raw)
+    return match["prefix"] if match else None
+
+
+def _usable_tokens(prefix: str) -> QuerySet[ApiToken]:
+    # The user is loaded with the token: async callers must not follow a lazy relation.
+    return ApiToken.objects.select_related("user").filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()),
+        prefix=prefix,
+        revoked_at__isnull=True,
+        user__is_active=True,
+    )
+
+
+def _verified(token: ApiToken | None, raw: str) -> ApiToken | None:
+    # Constant-time, so the response time says nothing about how much of a digest matched.
+    if token is None or not hmac.compare_digest(token.digest, api_token_digest(raw)):
+        return None
+    return token
+
+
+def api_token_get_usable(raw: str) -> ApiToken | None:
+    """The token ``raw`` names, with its ``user`` loaded, or None.
+
+    None when ``raw`` is malformed, unknown, does not match the stored digest, is revoked
+    or expired, or its user is inactive.
+    """
+    prefix = api_token_prefix(raw)
+    if prefix is None:
+        return None
+    return _verified(_usable_tokens(prefix).first(), raw)
+
+
+async def aapi_token_get_usable(raw: str) -> ApiToken | None:
+    """Async twin of :func:`api_token_get_usable` (async ORM, the user loaded)."""
+    prefix = api_token_prefix(raw)
+    if prefix is None:
+        return None
+    return _verified(await _usable_tokens(prefix).afirst(), raw)
+
+
+def api_token_user(raw: str) -> User | None:
+    """The active user a usable token ``raw`` stands for, else None (see above)."""
+    token = api_token_get_usable(raw)
+    return token.user if token is not None else None
+
+
+def api_token_get_by_prefix(prefix: str) -> ApiToken | None:
+    """The token with this lookup prefix (revoked or not), with its user, or None."""
+    return ApiToken.objects.select_related("user").filter(prefix=prefix).first()
+
+
+def api_tokens_for_user(*, user: User) -> QuerySet[ApiToken]:
+    """The user's tokens, newest first, revoked ones included."""
+    return ApiToken.objects.filter(user=user).order_by("-created_at")

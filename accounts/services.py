@@ -1,36 +1,46 @@
-"""Account writes: sign-up (open or by invitation), invitations, sign-out, deletion.
+"""Account writes: sign-up (open or by invitation), invitations, sign-out, deletion, API
+tokens.
 
 Every action that ends a session also closes the user's WebSockets with code 4401
 (PROTOCOL.md): ``user_sockets_close`` publishes ``{"type": "session.ended", "code": 4401}``
 to the channel-layer group ``user_socket_group(user_id)``, which every ``/ws/chat/``
-socket of the user joins.
+socket of the user joins. A socket opened with an API token also joins
+``api_token_socket_group(token_id)``, so revoking the token closes it the same way.
 """
 
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.contrib.auth import logout
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.models import Invitation
-from accounts.selectors import invitation_token_hash, signup_target_get
+from accounts.models import ApiToken, Invitation
+from accounts.selectors import api_token_digest, invitation_token_hash, signup_target_get
 from chats import services as chat_services
 from instances.models import Instance, InstanceMember
 from instances.services import instance_member_set
 
 SESSION_ENDED_CLOSE_CODE = 4401
 INVITATION_VALID_DAYS = 14
+# ``last_used_at`` is written at most this often per token, not on every request.
+API_TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
+API_TOKEN_NAME_MAX = 100
 
 
 class SignupRefusedError(Exception):
     """Sign-up is closed, or the invitation is unknown, used, expired or for another address."""
+
+
+class ApiTokenInvalidError(ValueError):
+    """An API token cannot be created as asked (empty or overlong name, expiry not ahead)."""
 
 
 def user_socket_group(user_id: int | str) -> str:
@@ -38,14 +48,23 @@ def user_socket_group(user_id: int | str) -> str:
     return f"user.{user_id}.sockets"
 
 
-def user_sockets_close(*, user_id: int | str) -> None:
-    """Close every socket of the user with 4401, once the surrounding transaction commits."""
+def api_token_socket_group(token_id: int | str) -> str:
+    """The channel-layer group of the sockets opened with one API token."""
+    return f"api-token.{token_id}.sockets"
+
+
+def _sockets_close(group: str) -> None:
+    # After commit: a socket must not close for a change that was rolled back.
     layer = get_channel_layer()
     if layer is None:
         return
     message = {"type": "session.ended", "code": SESSION_ENDED_CLOSE_CODE}
-    group = user_socket_group(user_id)
     transaction.on_commit(lambda: async_to_sync(layer.group_send)(group, message))
+
+
+def user_sockets_close(*, user_id: int | str) -> None:
+    """Close every socket of the user with 4401, once the surrounding transaction commits."""
+    _sockets_close(user_socket_group(user_id))
 
 
 def invitation_create(
@@ -122,3 +141,77 @@ def account_delete(*, user: User) -> None:
     with transaction.atomic():
         chat_services.account_delete(user=user)
         user_sockets_close(user_id=user_id)
+
+
+def api_token_create(
+    *, user: User, name: str, expires_at: datetime | None = None
+) -> tuple[ApiToken, str]:
+    """Create an API token for ``user``; returns the row and the token ``om_<prefix>_<secret>``.
+
+    The token is returned once and stored only as its digest; callers show it to the user
+    and never log it. ``expires_at`` (aware) None means the token does not expire.
+
+    Raises:
+        ApiTokenInvalidError: ``name`` is empty or longer than 100 characters, or
+            ``expires_at`` is not in the future.
+    """
+    name = name.strip()
+    if not name or len(name) > API_TOKEN_NAME_MAX:
+        raise ApiTokenInvalidError(f"A token name is 1 to {API_TOKEN_NAME_MAX} characters.")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ApiTokenInvalidError("A token's expiry must be in the future.")
+    # 48 random bits of prefix: a clash is an IntegrityError on the unique index, not a
+    # token that authenticates as someone else.
+    prefix = secrets.token_hex(6)
+    raw = f"om_{prefix}_{secrets.token_urlsafe(32)}"
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=prefix, digest=api_token_digest(raw), expires_at=expires_at
+    )
+    return token, raw
+
+
+def api_token_revoke(*, token: ApiToken) -> ApiToken:
+    """Revoke ``token`` (idempotent; the first revocation time is kept) and close its sockets.
+
+    Its open WebSockets close with 4401 once the surrounding transaction commits.
+    """
+    with transaction.atomic():
+        ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        token.refresh_from_db(fields=["revoked_at"])
+        _sockets_close(api_token_socket_group(token.pk))
+    return token
+
+
+def _touch_due(token: ApiToken, now: datetime) -> bool:
+    return token.last_used_at is None or now - token.last_used_at >= API_TOKEN_TOUCH_INTERVAL
+
+
+def _stale_rows(token: ApiToken, now: datetime) -> QuerySet[ApiToken]:
+    # Conditional, so concurrent requests write the row at most once per interval.
+    return ApiToken.objects.filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - API_TOKEN_TOUCH_INTERVAL),
+        pk=token.pk,
+    )
+
+
+def api_token_touch(*, token: ApiToken) -> bool:
+    """Record a use of ``token`` unless one was recorded within the last minute.
+
+    Returns whether ``last_used_at`` was written (and set on ``token``).
+    """
+    now = timezone.now()
+    if not _touch_due(token, now) or not _stale_rows(token, now).update(last_used_at=now):
+        return False
+    token.last_used_at = now
+    return True
+
+
+async def aapi_token_touch(*, token: ApiToken) -> bool:
+    """Async twin of :func:`api_token_touch`."""
+    now = timezone.now()
+    if not _touch_due(token, now) or not await _stale_rows(token, now).aupdate(last_used_at=now):
+        return False
+    token.last_used_at = now
+    return True

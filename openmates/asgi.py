@@ -1,7 +1,9 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels.
 
 ``daphne openmates.asgi:application`` serves both. The WebSocket stack checks the
-``Origin`` header against ``ALLOWED_HOSTS`` before anything else (PROTOCOL.md).
+``Origin`` header against ``ALLOWED_HOSTS`` before anything else (PROTOCOL.md), then
+authenticates by API token when the handshake presents one, else by session
+(``accounts.ws_auth``).
 """
 
 from __future__ import annotations
@@ -14,17 +16,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openmates.settings")
 # Django must be set up before anything imports models (the WebSocket routes do).
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from accounts.ws_auth import ApiTokenAuthMiddlewareStack  # noqa: E402
 from openmates.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ApiTokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }
 )

@@ -183,6 +183,8 @@ LLM_EMBEDDING_DIMENSIONS = env_int("LLM_EMBEDDING_DIMENSIONS", default=384)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
+        # Non-browser clients: ``Authorization: Bearer <token>`` (a hashed per-user token).
+        "accounts.authentication.ApiTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",

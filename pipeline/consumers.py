@@ -2,8 +2,9 @@
 
 It validates each frame (``pipeline.protocol``), hands it to ``pipeline.actions`` and
 forwards what the turn runtime and the channel layer send it. Errors become ``error``
-frames and never close the socket; a socket without an authenticated session is refused,
-and one whose session ends (``session.ended`` from the accounts app) closes with 4401.
+frames and never close the socket; a socket without an authenticated user (session or API
+token, ``accounts.ws_auth``) is refused, and one whose session ends or whose token is revoked
+(``session.ended`` from the accounts app) closes with 4401.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from accounts.ws_auth import accepted_subprotocol, token_socket_groups
 from openmates.vault import VaultError
 from pipeline import actions, runtime
 from pipeline import events as ev
@@ -39,17 +41,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.registry = runtime.registry(self.registry_name)
         self.following: set[str] = set()
         self.last_sequence: dict[str, int] = {}
+        # A token socket also joins its token's group: revoking the token closes it (4401).
+        self.groups_joined = [runtime.user_group(self.user.pk), *token_socket_groups(self.scope)]
         await self.registry.ensure_started()
-        await self.channel_layer.group_add(runtime.user_group(self.user.pk), self.channel_name)
-        await self.accept()
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept(accepted_subprotocol(self.scope))
         await self.deliver((await actions.task_active(self)).to_frame())
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "registry", None) is not None:
             self.registry.unsubscribe(self)
-            await self.channel_layer.group_discard(
-                runtime.user_group(self.user.pk), self.channel_name
-            )
+            for group in self.groups_joined:
+                await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:

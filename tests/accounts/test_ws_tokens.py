@@ -1,0 +1,211 @@
+"""API tokens on /ws/chat/ through the project's ASGI application (Origin check first, then
+token or session), with real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import channel_layers
+from channels.testing import WebsocketCommunicator
+from django.utils import timezone
+
+from accounts.models import ApiToken
+from accounts.services import api_token_create, api_token_revoke, user_sockets_close
+from openmates.asgi import application
+from pipeline import runtime
+from tests.pipeline.conftest import session_cookie
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+ORIGIN = (b"origin", b"http://testserver")
+TIMEOUT_S = 5.0
+UNKNOWN = "om_0123456789ab_" + "a" * 43
+
+
+@pytest.fixture
+async def open_socket() -> AsyncIterator[Callable[..., Any]]:
+    """``await open_socket(headers, subprotocols)`` → ``(communicator, connected, detail)``.
+
+    ``detail`` is the accepted subprotocol when connected, else the close code.
+    """
+    channel_layers.backends.clear()
+    opened: list[WebsocketCommunicator] = []
+
+    async def connect(
+        headers: list[tuple[bytes, bytes]], subprotocols: list[str] | None = None
+    ) -> tuple[WebsocketCommunicator, bool, Any]:
+        communicator = WebsocketCommunicator(
+            application, "/ws/chat/", headers=headers, subprotocols=subprotocols
+        )
+        opened.append(communicator)
+        connected, detail = await communicator.connect(timeout=TIMEOUT_S)
+        return communicator, connected, detail
+
+    yield connect
+    for communicator in opened:
+        await asyncio.wait_for(communicator.disconnect(), 20)
+    await asyncio.wait_for(runtime.registry("default").stop(), 20)
+    layer = channel_layers.backends.pop("default", None)
+    if layer is not None:
+        await layer.close_pools()
+
+
+async def _first_frame(communicator: WebsocketCommunicator) -> dict[str, Any]:
+    frame: dict[str, Any] = json.loads(await communicator.receive_from(timeout=TIMEOUT_S))
+    return frame
+
+
+async def _token(user: Any, name: str = "bot") -> tuple[ApiToken, str]:
+    return await sync_to_async(api_token_create)(user=user, name=name)
+
+
+def _bearer(raw: str) -> tuple[bytes, bytes]:
+    return (b"authorization", f"Bearer {raw}".encode())
+
+
+async def test_a_bearer_token_opens_the_chat_socket(open_socket: Any, owner: Any) -> None:
+    token, raw = await _token(owner)
+
+    communicator, connected, subprotocol = await open_socket([ORIGIN, _bearer(raw)])
+
+    assert (connected, subprotocol) == (True, None)
+    assert await _first_frame(communicator) == {"type": "task.active", "tasks": []}
+    stored = await ApiToken.objects.aget(pk=token.pk)
+    assert stored.last_used_at is not None
+
+
+async def test_a_token_subprotocol_is_accepted_as_openmates_v1(
+    open_socket: Any, owner: Any
+) -> None:
+    _, raw = await _token(owner)
+
+    communicator, connected, subprotocol = await open_socket(
+        [ORIGIN], ["openmates.v1", f"openmates.token.{raw}"]
+    )
+
+    assert (connected, subprotocol) == (True, "openmates.v1")
+    assert (await _first_frame(communicator))["type"] == "task.active"
+
+
+async def test_the_token_subprotocol_is_never_echoed(open_socket: Any, owner: Any) -> None:
+    # Without "openmates.v1" on offer the server selects nothing rather than the secret.
+    _, raw = await _token(owner)
+    _, connected, subprotocol = await open_socket([ORIGIN], [f"openmates.token.{raw}"])
+    assert (connected, subprotocol) == (True, None)
+
+
+@pytest.mark.parametrize(
+    ("headers", "subprotocols"),
+    [
+        ([ORIGIN, _bearer(UNKNOWN)], None),
+        ([ORIGIN, _bearer("not-a-token")], None),
+        ([ORIGIN, (b"authorization", b"Bearer")], None),
+        ([ORIGIN], ["openmates.v1", f"openmates.token.{UNKNOWN}"]),
+    ],
+)
+async def test_a_bad_token_is_refused_before_accept(
+    open_socket: Any, owner: Any, headers: Any, subprotocols: Any
+) -> None:
+    await _token(owner)
+    _, connected, code = await open_socket(headers, subprotocols)
+    assert (connected, code) == (False, 4401)
+
+
+async def test_a_bad_token_is_refused_even_with_a_valid_session(
+    open_socket: Any, owner: Any
+) -> None:
+    cookie = await sync_to_async(session_cookie)(owner)
+    _, connected, code = await open_socket([ORIGIN, (b"cookie", cookie), _bearer(UNKNOWN)])
+    assert (connected, code) == (False, 4401)
+
+
+async def test_two_different_tokens_are_refused(open_socket: Any, owner: Any) -> None:
+    _, first = await _token(owner, "one")
+    _, second = await _token(owner, "two")
+    _, connected, code = await open_socket(
+        [ORIGIN, _bearer(first)], ["openmates.v1", f"openmates.token.{second}"]
+    )
+    assert (connected, code) == (False, 4401)
+
+
+async def test_revoked_and_expired_tokens_are_refused(open_socket: Any, owner: Any) -> None:
+    revoked, raw_revoked = await _token(owner, "old")
+    expired, raw_expired = await _token(owner, "ci")
+    await sync_to_async(api_token_revoke)(token=revoked)
+    await ApiToken.objects.filter(pk=expired.pk).aupdate(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    for raw in (raw_revoked, raw_expired):
+        _, connected, code = await open_socket([ORIGIN, _bearer(raw)])
+        assert (connected, code) == (False, 4401)
+
+
+@pytest.mark.parametrize(
+    "origin", [None, (b"origin", b"http://evil.example"), (b"origin", b"null")]
+)
+async def test_a_valid_token_without_an_allowed_origin_is_refused(
+    open_socket: Any, owner: Any, origin: Any
+) -> None:
+    token, raw = await _token(owner)
+    headers = [_bearer(raw)] if origin is None else [origin, _bearer(raw)]
+
+    _, connected, _ = await open_socket(headers)
+
+    assert connected is False
+    # Refused before authentication: the token was not even looked at.
+    assert (await ApiToken.objects.aget(pk=token.pk)).last_used_at is None
+
+
+async def test_revoking_a_token_closes_its_sockets_only(open_socket: Any, owner: Any) -> None:
+    revoked, raw_revoked = await _token(owner, "revoked")
+    _, raw_kept = await _token(owner, "kept")
+    cookie = await sync_to_async(session_cookie)(owner)
+    doomed, _, _ = await open_socket([ORIGIN, _bearer(raw_revoked)])
+    kept, _, _ = await open_socket([ORIGIN, _bearer(raw_kept)])
+    browser, _, _ = await open_socket([ORIGIN, (b"cookie", cookie)])
+    for communicator in (doomed, kept, browser):
+        assert (await _first_frame(communicator))["type"] == "task.active"
+
+    await sync_to_async(api_token_revoke)(token=revoked)
+
+    closed = await doomed.receive_output(timeout=TIMEOUT_S)
+    assert closed == {"type": "websocket.close", "code": 4401}
+    for communicator in (kept, browser):
+        await communicator.send_to(text_data=json.dumps({"type": "ping", "ts": 7}))
+        assert await _first_frame(communicator) == {"type": "pong", "ts": 7}
+
+
+async def test_ending_the_users_sessions_closes_token_sockets_too(
+    open_socket: Any, owner: Any
+) -> None:
+    # Sign-out, password change and account deletion close every socket of the user; a
+    # token client reconnects with its (still valid) token.
+    _, raw = await _token(owner)
+    communicator, _, _ = await open_socket([ORIGIN, _bearer(raw)])
+    assert (await _first_frame(communicator))["type"] == "task.active"
+
+    await sync_to_async(user_sockets_close)(user_id=owner.pk)
+
+    closed = await communicator.receive_output(timeout=TIMEOUT_S)
+    assert closed == {"type": "websocket.close", "code": 4401}
+    again, connected, _ = await open_socket([ORIGIN, _bearer(raw)])
+    assert connected is True
+    assert (await _first_frame(again))["type"] == "task.active"
+
+
+async def test_the_session_still_opens_the_socket_without_a_token(
+    open_socket: Any, owner: Any
+) -> None:
+    cookie = await sync_to_async(session_cookie)(owner)
+    communicator, connected, subprotocol = await open_socket(
+        [ORIGIN, (b"cookie", cookie)], ["openmates.v1"]
+    )
+    assert (connected, subprotocol) == (True, "openmates.v1")
+    assert (await _first_frame(communicator))["type"] == "task.active"
