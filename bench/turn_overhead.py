@@ -123,7 +123,7 @@ def _start_services(root: Path, model_port: int) -> list[Any]:
         {
             "OPENMATES_DATA_DIR": str(root / "var"),
             "DJANGO_SETTINGS_MODULE": "openmates.settings",
-            "LOG_LEVEL": "WARNING",
+            "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
             "PIPELINE_FRAMES_PER_10S": "1000000",
             "PIPELINE_TURNS_PER_MINUTE": "1000000",
             **{f"LLM_{tier}_MODEL": "openai/instant" for tier in ("FAST", "STANDARD", "HEAVY")},

@@ -597,28 +597,35 @@ class TurnRegistry:
 
     async def _beat(self, *, renew: bool) -> None:
         turns = list(self.turns.values())
-        for task_id in await state.cancel_flags([t.record.task_id for t in turns]):
-            self.cancel(task_id)
-        for turn in turns:
-            if turn.snapshot_dirty and not turn.finishing:
-                await self._save_snapshot(turn)
         if renew:
+            # Proof of life first: saving snapshots under load can take a while, and a
+            # late refresh would let the reaper (here or elsewhere) end live turns.
             await state.alive_refresh([t.record.task_id for t in turns])
             await state.leases_renew(
                 [(t.record.chat_id, t.record.task_id) for t in turns if t.lease_held]
             )
+        for task_id in await state.cancel_flags([t.record.task_id for t in turns]):
+            self.cancel(task_id)
+        await self._save_snapshots([t for t in turns if t.snapshot_dirty and not t.finishing])
         if time.monotonic() - self._last_reap >= REAP_EVERY_S:
             self._last_reap = time.monotonic()
-            await reap_orphans()
+            await reap_orphans(running_here=set(self.turns))
 
     async def _save_snapshot(self, turn: ActiveTurn) -> None:
-        turn.snapshot_dirty = False
+        await self._save_snapshots([turn])
+
+    async def _save_snapshots(self, turns: list[ActiveTurn]) -> None:
+        """Seal the turns' text so far and store it in one Redis round trip."""
+        if not turns:
+            return
+        for turn in turns:
+            turn.snapshot_dirty = False
         try:
-            await state.snapshot_save(
-                user_id=turn.record.user_id, task_id=turn.record.task_id, snapshot=turn.snapshot()
+            await state.snapshots_save(
+                [(t.record.user_id, t.record.task_id, t.snapshot()) for t in turns]
             )
         except Exception:
-            logger.exception("turn %s: snapshot not saved", turn.record.task_id)
+            logger.exception("%d turn snapshot(s) not saved", len(turns))
 
 
 def _uncancel() -> None:
@@ -666,15 +673,19 @@ def on_orphan(handler: OrphanHandler) -> OrphanHandler:
     return handler
 
 
-async def reap_orphans() -> list[str]:
+async def reap_orphans(*, running_here: set[str] | frozenset[str] = frozenset()) -> list[str]:
     """End tasks whose process is gone (lease expired, or a queued waiter stopped).
 
-    Their messages are marked ``failed`` by the registered handlers and the user's
-    sockets get ``stream.done`` with status ``failed``. Returns the reaped task ids.
+    ``running_here``: task ids the calling process is running; they are never reaped,
+    even when a stalled event loop let their proof of life lapse. The reaped tasks'
+    messages are marked ``failed`` by the registered handlers and the user's sockets get
+    ``stream.done`` with status ``failed``. Returns the reaped task ids.
     """
     reaped: list[str] = []
     layer = get_channel_layer()
     for task_id in await state.running_task_ids():
+        if task_id in running_here:
+            continue
         record = await state.record_get(task_id)
         if record is None:
             await state.running_forget(task_id)

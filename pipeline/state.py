@@ -311,25 +311,40 @@ class Snapshot:
 
 async def snapshot_save(*, user_id: int | str, task_id: str, snapshot: Snapshot) -> None:
     """Seal and store the turn's text so far (no Vault call once the data key is warm)."""
-    plaintext = json.dumps(
-        {
-            "chat_id": snapshot.chat_id,
-            "message_id": snapshot.message_id,
-            "sequence": snapshot.sequence,
-            "content": snapshot.content,
-            "status": snapshot.status,
-            "model": snapshot.model,
-            "usage": snapshot.usage,
-        }
-    ).encode()
-    sealed = await crypto.aseal(
-        key_name=vault.user_key_name(user_id),
-        purpose=SNAPSHOT_PURPOSE,
-        owner_id=user_id,
-        object_id=task_id,
-        plaintext=plaintext,
-    )
-    await redis_client().set(_snapshot_key(task_id), sealed, ex=FLAG_TTL_S)
+    await snapshots_save([(user_id, task_id, snapshot)])
+
+
+async def snapshots_save(items: list[tuple[int | str, str, Snapshot]]) -> None:
+    """Seal each ``(user_id, task_id, snapshot)`` and store them all in one pipeline.
+
+    Raises ``VaultError`` (a cold data key) or ``redis.RedisError``; nothing is stored
+    then.
+    """
+    sealed: list[tuple[str, bytes]] = []
+    for user_id, task_id, snapshot in items:
+        plaintext = json.dumps(
+            {
+                "chat_id": snapshot.chat_id,
+                "message_id": snapshot.message_id,
+                "sequence": snapshot.sequence,
+                "content": snapshot.content,
+                "status": snapshot.status,
+                "model": snapshot.model,
+                "usage": snapshot.usage,
+            }
+        ).encode()
+        envelope = await crypto.aseal(
+            key_name=vault.user_key_name(user_id),
+            purpose=SNAPSHOT_PURPOSE,
+            owner_id=user_id,
+            object_id=task_id,
+            plaintext=plaintext,
+        )
+        sealed.append((_snapshot_key(task_id), envelope))
+    async with redis_client().pipeline(transaction=False) as pipe:
+        for key, envelope in sealed:
+            pipe.set(key, envelope, ex=FLAG_TTL_S)
+        await pipe.execute()
 
 
 async def snapshot_load(*, user_id: int | str, task_id: str) -> Snapshot | None:

@@ -335,6 +335,31 @@ async def test_killed_process_turn_is_reaped_and_retry_answers_it(
     assert llm_script.requests[2].messages[-1]["content"] == "What is 6*7?"
 
 
+async def test_a_running_turn_whose_proof_of_life_lapsed_is_not_reaped_by_its_own_process(
+    ws_client, chat, user, llm_script
+):
+    # A stalled event loop can let a live turn's alive key expire; the process that runs
+    # the turn knows better and must not end it.
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text=SLOW_PIECES, delay_s=0.02, model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(type="message.send", chat_id=chat.pk, message_id=message_id, content="Go")
+    frames = await client.until("stream.delta")
+    task_id = frames[0]["task_id"]
+    await state.redis_client().delete(state._alive_key(task_id))
+    registry = runtime.registry()
+    assert task_id in registry.turns
+    assert task_id not in await runtime.reap_orphans(running_here=set(registry.turns))
+    frames += await client.until("postprocess.done")
+    done = next(f for f in frames if f["type"] == "stream.done")
+    assert done["status"] == "done"
+    assert done["content"] == "".join(SLOW_PIECES)
+    assert (await _row(message_id)).status == "done"
+
+
 async def test_retry_of_a_done_message_is_a_conflict(ws_client, chat, user, llm_script):
     _first_message_script(llm_script, {"text": "Done."})
     client = await ws_client(user)
