@@ -124,3 +124,12 @@ class AccountDeleteForm(PasswordConfirmForm):
         if confirm.strip() != "DELETE":
             raise forms.ValidationError('Type "DELETE" in capitals to confirm.')
         return confirm
+
+
+class ApiTokenCreateForm(forms.Form):
+    """A new API token's name and optional lifetime in days (1 to 3,650; empty: no expiry)."""
+
+    name = forms.CharField(max_length=100, label="Name", help_text="")
+    expires_days = forms.IntegerField(
+        required=False, min_value=1, max_value=3650, label="Expires after (days, optional)"
+    )

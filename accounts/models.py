@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class SignupPolicy(models.Model):
@@ -95,3 +96,12 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (om_{self.prefix}_…)"
+
+    @property
+    def status(self) -> str:
+        """``revoked``, ``expired`` or ``active`` (now)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"

@@ -137,3 +137,8 @@ def api_token_get_by_prefix(prefix: str) -> ApiToken | None:
 def api_tokens_for_user(*, user: User) -> QuerySet[ApiToken]:
     """The user's tokens, newest first, revoked ones included."""
     return ApiToken.objects.filter(user=user).order_by("-created_at")
+
+
+def api_token_get_for_user(*, user: User, prefix: str) -> ApiToken | None:
+    """The user's token with this prefix, or None (also for another user's token)."""
+    return ApiToken.objects.filter(user=user, prefix=prefix).first()

@@ -16,4 +16,6 @@ urlpatterns = [
     path("password/verify/", views.password_verify, name="password_verify"),
     path("delete/", views.account_delete, name="delete"),
     path("deleted/", views.account_deleted, name="deleted"),
+    path("tokens/", views.api_tokens, name="api_tokens"),
+    path("tokens/<str:prefix>/revoke/", views.api_token_revoke, name="api_token_revoke"),
 ]

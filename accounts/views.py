@@ -1,4 +1,5 @@
-"""Account pages: sign-up, sign-in, sign-out, password change, deletion; the app shell.
+"""Account pages: sign-up, sign-in, sign-out, password change, deletion, API tokens; the
+app shell.
 
 Views validate through forms and call ``accounts.services``; throttling of failed
 sign-ins is django-axes' job (its backend and middleware).
@@ -6,6 +7,7 @@ sign-ins is django-axes' job (its backend and middleware).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, cast
 
 from django.contrib import messages
@@ -14,14 +16,16 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.contrib.auth.views import LoginView, PasswordChangeView
 from django.forms import Form
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
+from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts import services
-from accounts.forms import AccountDeleteForm, SignInForm, SignUpForm
-from accounts.selectors import signup_target_get
+from accounts.forms import AccountDeleteForm, ApiTokenCreateForm, SignInForm, SignUpForm
+from accounts.selectors import api_token_get_for_user, api_tokens_for_user, signup_target_get
 from instances.models import InstanceMember
 from openmates.vault import VaultError
 
@@ -128,3 +132,40 @@ def account_delete(request: HttpRequest) -> HttpResponse:
 def account_deleted(request: HttpRequest) -> HttpResponse:
     """Shown after an account was deleted."""
     return render(request, "accounts/deleted.html")
+
+
+@login_required
+@never_cache
+def api_tokens(request: HttpRequest) -> HttpResponse:
+    """The user's API tokens; POST creates one and shows it in this answer only.
+
+    No redirect after the POST: the token would have to wait in the session or a cookie.
+    """
+    user = cast("User", request.user)
+    form = ApiTokenCreateForm(request.POST or None)
+    created = ""
+    if request.method == "POST" and form.is_valid():
+        days = form.cleaned_data["expires_days"]
+        expires_at = timezone.now() + timedelta(days=days) if days else None
+        try:
+            _, created = services.api_token_create(
+                user=user, name=form.cleaned_data["name"], expires_at=expires_at
+            )
+        except services.ApiTokenInvalidError as refused:
+            form.add_error(None, str(refused))
+        else:
+            form = ApiTokenCreateForm()
+    context = {"form": form, "created": created, "tokens": api_tokens_for_user(user=user)}
+    return render(request, "accounts/api_tokens.html", context)
+
+
+@login_required
+@require_POST
+def api_token_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
+    """Revoke one of the user's tokens (404 for anyone else's); its sockets close."""
+    token = api_token_get_for_user(user=cast("User", request.user), prefix=prefix)
+    if token is None:
+        raise Http404("no such token")
+    services.api_token_revoke(token=token)
+    messages.success(request, f"Revoked the API token “{token.name}”.")
+    return redirect("accounts:api_tokens")
