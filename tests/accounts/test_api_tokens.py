@@ -24,6 +24,7 @@ from accounts.services import (
     api_token_touch,
 )
 from chats import services as chat_services
+from chats.models import Chat
 from pipeline.ids import new_id
 from tests.factories import UserFactory
 
@@ -191,6 +192,26 @@ def test_a_bearer_token_lists_its_users_chats(
     assert theirs.status_code == 200
     assert theirs.json()["results"] == []
     assert ApiToken.objects.get(pk=token.pk).last_used_at is not None
+
+
+def test_a_bearer_token_writes_without_csrf(keyed_owner: Any, chat_instance: Any) -> None:
+    from instances.models import InstanceMember
+
+    InstanceMember.objects.create(instance=chat_instance, user=keyed_owner, role="member")
+    _, raw = api_token_create(user=keyed_owner, name="cli")
+    client = APIClient(enforce_csrf_checks=True)
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    chat_id = new_id()
+
+    response = client.post(
+        "/api/chats/",
+        {"chat_id": chat_id, "instance": chat_instance.slug, "encrypted_chat_key": CHAT_KEY},
+        format="json",
+    )
+
+    assert response.status_code == 201
+    assert response.json()["chat_id"] == chat_id
+    assert Chat.objects.get(pk=chat_id).owner == keyed_owner
 
 
 def test_bearer_scheme_is_case_insensitive(owner: Any) -> None:
