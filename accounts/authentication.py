@@ -17,8 +17,7 @@ from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 
 from accounts.models import ApiToken
-from accounts.selectors import api_token_get_usable
-from accounts.services import api_token_touch
+from accounts.services import api_token_authenticate
 
 BEARER_REALM = 'Bearer realm="api"'
 
@@ -57,10 +56,9 @@ class ApiTokenAuthentication(BaseAuthentication):
             return None
         if len(parts) != 2:
             raise InvalidApiTokenError
-        token = api_token_get_usable(parts[1].decode("latin-1"))
+        token = api_token_authenticate(parts[1].decode("latin-1"))
         if token is None:
             raise InvalidApiTokenError
-        api_token_touch(token=token)
         return token.user, token
 
     def authenticate_header(self, request: Any) -> str:

@@ -115,14 +115,6 @@ def api_token_get_usable(raw: str) -> ApiToken | None:
     return _verified(_usable_tokens(prefix).first(), raw)
 
 
-async def aapi_token_get_usable(raw: str) -> ApiToken | None:
-    """Async twin of :func:`api_token_get_usable` (async ORM, the user loaded)."""
-    prefix = api_token_prefix(raw)
-    if prefix is None:
-        return None
-    return _verified(await _usable_tokens(prefix).afirst(), raw)
-
-
 def api_token_user(raw: str) -> User | None:
     """The active user a usable token ``raw`` stands for, else None (see above)."""
     token = api_token_get_usable(raw)

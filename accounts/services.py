@@ -23,7 +23,12 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from accounts.models import ApiToken, Invitation
-from accounts.selectors import api_token_digest, invitation_token_hash, signup_target_get
+from accounts.selectors import (
+    api_token_digest,
+    api_token_get_usable,
+    invitation_token_hash,
+    signup_target_get,
+)
 from chats import services as chat_services
 from instances.models import Instance, InstanceMember
 from instances.services import instance_member_set
@@ -208,10 +213,14 @@ def api_token_touch(*, token: ApiToken) -> bool:
     return True
 
 
-async def aapi_token_touch(*, token: ApiToken) -> bool:
-    """Async twin of :func:`api_token_touch`."""
-    now = timezone.now()
-    if not _touch_due(token, now) or not await _stale_rows(token, now).aupdate(last_used_at=now):
-        return False
-    token.last_used_at = now
-    return True
+def api_token_authenticate(raw: str) -> ApiToken | None:
+    """The usable token ``raw`` names, its ``user`` loaded and its use recorded, else None.
+
+    None for a malformed, unknown, revoked or expired token or an inactive user (see
+    ``accounts.selectors.api_token_get_usable``). One sync call for the read and the
+    write, so async callers cross into a thread once.
+    """
+    token = api_token_get_usable(raw)
+    if token is not None:
+        api_token_touch(token=token)
+    return token

@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 from channels.auth import AuthMiddlewareStack
+from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from django.contrib.auth.models import AnonymousUser
 
-from accounts.selectors import aapi_token_get_usable
-from accounts.services import aapi_token_touch, api_token_socket_group
+from accounts.services import api_token_authenticate, api_token_socket_group
 
 TOKEN_SUBPROTOCOL_PREFIX = "openmates.token."  # noqa: S105 (a name, not a secret)
 PROTOCOL_SUBPROTOCOL = "openmates.v1"
@@ -53,18 +53,22 @@ class ApiTokenAuthMiddleware(BaseMiddleware):
     """Sets ``scope["user"]`` (and :data:`SCOPE_TOKEN_ID`) from a presented API token.
 
     Runs inside ``AuthMiddlewareStack`` so that a token, when present, replaces whatever
-    the session said. Records the use (``last_used_at``, at most once a minute).
+    the session said. The lookup and the ``last_used_at`` write (at most once a minute)
+    are one sync call through ``database_sync_to_async``, as Channels' own session lookup
+    is: it closes stale connections around the call (handing them back to a pool), and the
+    token's user comes loaded, so nothing lazy is followed on the event loop.
     """
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         """Authenticate the handshake by token when one is presented, then call the inner app."""
         tokens = set(offered_tokens(scope))
         if tokens:
-            token = await aapi_token_get_usable(tokens.pop()) if len(tokens) == 1 else None
+            token = None
+            if len(tokens) == 1:
+                token = await database_sync_to_async(api_token_authenticate)(tokens.pop())
             if token is None:
                 scope = dict(scope, user=AnonymousUser())
             else:
-                await aapi_token_touch(token=token)
                 scope = dict(scope, user=token.user, **{SCOPE_TOKEN_ID: token.pk})
         return await super().__call__(scope, receive, send)
 
