@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -33,6 +32,7 @@ from instances.models import (
 )
 from instances.selectors import prompt_cache_drop, prompt_sections_get
 from openmates import crypto, vault
+from openmates.db import db_call
 
 SECRET_PURPOSE = "secret"  # noqa: S105 (the crypto purpose's name)
 
@@ -254,15 +254,16 @@ def instance_secrets_get(*, instance: Instance, names: list[str] | set[str]) -> 
 
 
 async def ainstance_secret_get(*, instance: Instance, name: str) -> str | None:
-    """Async twin of ``instance_secret_get`` (ORM and Vault off the event loop)."""
-    return await sync_to_async(instance_secret_get)(instance=instance, name=name)
+    """Async twin of ``instance_secret_get`` (ORM and Vault off the event loop; the
+    connection is released at once, so concurrent turns do not each hold one)."""
+    return await db_call(instance_secret_get, instance=instance, name=name)
 
 
 async def ainstance_secrets_get(
     *, instance: Instance, names: list[str] | set[str]
 ) -> dict[str, str]:
-    """Async twin of ``instance_secrets_get``."""
-    return await sync_to_async(instance_secrets_get)(instance=instance, names=names)
+    """Async twin of ``instance_secrets_get`` (connection released at once)."""
+    return await db_call(instance_secrets_get, instance=instance, names=names)
 
 
 # --- Channels ----------------------------------------------------------------------------

@@ -38,9 +38,9 @@ from types import ModuleType
 from typing import Any
 
 import httpx
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from openmates.db import db_call
 from openmates.env import env_secret
 from openmates.llm_stream import (
     BASE_MODEL_STOP,
@@ -325,8 +325,7 @@ async def _secret_value(instance: Any | None, name: str) -> str | None:
     sync_getter = getattr(services, "instance_secret_get", None)
     if sync_getter is None:
         return None
-    # Thread-sensitive: the ORM call runs on the thread (and connection) of the request.
-    value = await sync_to_async(sync_getter)(instance=instance, name=name)
+    value = await db_call(sync_getter, instance=instance, name=name)
     return str(value) if value else None
 
 

@@ -94,12 +94,24 @@ DATABASE_URL = service_setting("DATABASE_URL")
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL or f"postgres://openmates@/openmates?host={DATA_DIR / 'run'}",
-        # Under ASGI a persistent connection would be held per thread forever (STYLE.md).
+        # Under ASGI a persistent connection would be held per thread forever (STYLE.md);
+        # connections come from psycopg's pool below instead.
         conn_max_age=0,
     )
 }
 DATABASES["default"].setdefault("OPTIONS", {})
 DATABASES["default"]["OPTIONS"].setdefault("connect_timeout", 5)
+# psycopg's pool (Django's "pool" option) instead of a new connection per ORM call:
+# Channels closes the connection around every database_sync_to_async call, and with
+# CONN_MAX_AGE = 0 each of those was a fresh connect (a fifth of a Daphne process's CPU
+# when 200 turns started at once in bench/turn_overhead.py). The pool is per process:
+# keep DATABASE_POOL_MAX_SIZE x processes below PostgreSQL's max_connections.
+if env_bool("DATABASE_POOL", default=True):
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": env_int("DATABASE_POOL_MIN_SIZE", default=2),
+        "max_size": env_int("DATABASE_POOL_MAX_SIZE", default=16),
+        "timeout": env_float("DATABASE_POOL_TIMEOUT_S", default=10.0),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache, sessions and the channel layer. ---

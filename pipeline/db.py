@@ -1,29 +1,18 @@
-"""Database calls of running turns.
+"""Database and cache calls of running turns.
 
-A turn runs in its own ``ThreadSensitiveContext`` (DESIGN.md §5), which would give every
-concurrent turn its own thread and so its own PostgreSQL connection: 200 streaming turns
-exhausted the server's connection limit in ``bench/turn_overhead.py``. The turn's own
-writes therefore run on asgiref's shared, bounded executor (``thread_sensitive=False``):
-they still never queue behind the sockets' thread, and the process holds a handful of
-connections however many turns run. No transaction spans two calls.
+Turns' own ORM calls go through :func:`openmates.db.db_call` (re-exported here): the
+shared, bounded executor, with the connection released after each call, so 200 streaming
+turns do not exhaust PostgreSQL's connections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
-from typing import Any, TypeVar
 
-from asgiref.sync import sync_to_async
+from openmates.db import db_call
 
-T = TypeVar("T")
-
-
-async def db_call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run ``function(*args, **kwargs)`` (sync ORM code) off the event loop."""
-    return await sync_to_async(function, thread_sensitive=False)(*args, **kwargs)
-
+__all__ = ["CACHE_SLOTS", "cache_slot", "db_call"]
 
 # chats.cache's Redis client uses redis-py's default pool (100 connections, failing with
 # MaxConnectionsError beyond): 200 concurrent turns exceeded it in bench/turn_overhead.py.

@@ -208,8 +208,12 @@ class TurnRegistry:
                 await self._fail(turn)
             finally:
                 self.turns.pop(turn.record.task_id, None)
-                await self._finish(turn)
-                await sync_to_async(close_old_connections)()
+                try:
+                    await self._finish(turn)
+                finally:
+                    # Hands this turn thread's connection back to the pool, even when
+                    # the clean-up failed (a connection kept by an ended thread is lost).
+                    await sync_to_async(close_old_connections)()
 
     async def _run(self, turn: ActiveTurn) -> None:
         record = turn.record

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
@@ -20,6 +19,7 @@ from instances.extensions import ImportReport
 from instances.models import Instance
 from instances.selectors import instance_secret_names
 from instances.services import instance_secrets_get
+from openmates.db import db_call
 from skills.catalog import catalog_seed
 from skills.models import InstanceSkill, InstanceTool, Skill, SkillVersion, Tool
 from skills.registry import ToolContext, all_tools, get_tool
@@ -231,9 +231,13 @@ def tool_context_build(
 async def atool_context_build(
     *, instance: Instance, user_id: int | None, chat_id: str | None, tool_names: Iterable[str]
 ) -> ToolContext:
-    """Async twin of ``tool_context_build``."""
-    return await sync_to_async(tool_context_build)(
-        instance=instance, user_id=user_id, chat_id=chat_id, tool_names=list(tool_names)
+    """Async twin of ``tool_context_build`` (connection released at once)."""
+    return await db_call(
+        tool_context_build,
+        instance=instance,
+        user_id=user_id,
+        chat_id=chat_id,
+        tool_names=list(tool_names),
     )
 
 

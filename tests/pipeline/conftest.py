@@ -27,6 +27,7 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.sessions.backends.cached_db import SessionStore
 from django.urls import path
 
+from openmates.db import db_call
 from pipeline import runtime
 from pipeline.consumers import ChatConsumer
 from pipeline.ids import new_id
@@ -110,7 +111,7 @@ async def ws_client() -> AsyncIterator[Callable[..., Any]]:
     async def connect(
         user: Any, registry: str = "default", *, expect_active: bool = True
     ) -> Client:
-        cookie = await asyncio.to_thread(session_cookie, user)
+        cookie = await db_call(session_cookie, user)  # hands the connection back
         communicator = WebsocketCommunicator(
             _application(registry), "/ws/chat/", headers=[(b"origin", ORIGIN), (b"cookie", cookie)]
         )
