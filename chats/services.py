@@ -230,17 +230,82 @@ def chat_delete(*, chat: Chat) -> None:
 # --- Messages ------------------------------------------------------------------------
 
 
-def _message_create(*, chat: Chat, message_id: str, role: str, status: str) -> Message:
+def _messages_create(*, chat: Chat, specs: list[tuple[str, str]]) -> list[Message]:
+    """Create messages ``[(id, role), ...]`` (status ``pending``) in one transaction.
+
+    The chat's version rises by one per message and each message records its own
+    version. The ``UPDATE`` of the chat comes first: it takes the chat's row lock (the
+    lock order of :func:`_lock_chat`), so no separate lock query is needed.
+
+    Raises:
+        NotFound: the chat is gone.
+        IntegrityError: an id already exists.
+    """
+    now = timezone.now()
     with transaction.atomic():
-        _lock_chat(chat.pk)
-        message = Message.objects.create(id=message_id, chat=chat, role=role, status=status)
-        new_version = _bump_chat(chat.pk)
-        Chat.objects.filter(pk=chat.pk).update(
-            message_count=F("message_count") + 1, last_message_at=timezone.now()
+        updated = Chat.objects.filter(pk=chat.pk).update(
+            version=F("version") + len(specs),
+            message_count=F("message_count") + len(specs),
+            last_message_at=now,
+            updated_at=now,
         )
-        Message.objects.filter(pk=message_id).update(chat_version=new_version)
-        message.chat_version = new_version
+        if not updated:
+            raise NotFound(f"chat {chat.pk} not found")
+        version = int(Chat.objects.values_list("version", flat=True).get(pk=chat.pk))
+        first = version - len(specs) + 1
+        return Message.objects.bulk_create(
+            Message(
+                id=message_id,
+                chat=chat,
+                role=role,
+                status=MessageStatus.PENDING,
+                chat_version=first + number,
+            )
+            for number, (message_id, role) in enumerate(specs)
+        )
+
+
+def _message_create(*, chat: Chat, message_id: str, role: str, status: str) -> Message:
+    (message,) = _messages_create(chat=chat, specs=[(message_id, role)])
+    if status != MessageStatus.PENDING:
+        Message.objects.filter(pk=message_id).update(status=status)
+        message.status = status
     return message
+
+
+def turn_messages_accept(
+    *, chat: Chat, user: Any, message_id: str, assistant_message_id: str
+) -> bool:
+    """Record a user message and the assistant message answering it (one transaction).
+
+    Idempotent like :func:`user_message_accept`: returns ``False`` (and creates nothing)
+    when the user message already exists in this chat, ``True`` when both were created.
+
+    Raises:
+        NotFound: ``user`` does not own ``chat``, or the chat is gone.
+        IdInUse: ``message_id`` names a message of another chat or role, or
+            ``assistant_message_id`` is taken.
+    """
+    if chat.owner_id != user.pk:
+        raise NotFound(f"chat {chat.pk} not found")
+    existing = Message.objects.filter(pk__in=(message_id, assistant_message_id)).values_list(
+        "id", "chat_id", "role"
+    )
+    for found_id, chat_id, role in existing:
+        if found_id == message_id and chat_id == chat.pk and role == MessageRole.USER:
+            return False
+        raise IdInUse(f"message id {found_id} is already in use")
+    try:
+        _messages_create(
+            chat=chat,
+            specs=[(message_id, MessageRole.USER), (assistant_message_id, MessageRole.ASSISTANT)],
+        )
+    except IntegrityError:
+        # Two sockets raced with the same id: the other one created it.
+        if Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).exists():
+            return False
+        raise IdInUse(f"message id {message_id} is already in use") from None
+    return True
 
 
 def user_message_accept(*, chat: Chat, message_id: str, user: Any) -> tuple[Message, bool]:

@@ -100,19 +100,17 @@ def _accept(
                 message_id=message_id,
             )
         chat_services.message_status_set(message_id=message_id, status=MessageStatus.PENDING)
-    else:
-        try:
-            _, created = chat_services.user_message_accept(
-                chat=chat, message_id=message_id, user=user
-            )
-        except chat_services.IdInUse:
-            raise FrameError(
-                ErrorCode.INVALID_FRAME, "That message id is already in use.", message_id=message_id
-            ) from None
-        if not created:
-            return instance, role, False
-    chat_services.assistant_message_create(chat=chat, message_id=assistant_message_id)
-    return instance, role, True
+        chat_services.assistant_message_create(chat=chat, message_id=assistant_message_id)
+        return instance, role, True
+    try:
+        started = chat_services.turn_messages_accept(
+            chat=chat, user=user, message_id=message_id, assistant_message_id=assistant_message_id
+        )
+    except chat_services.IdInUse:
+        raise FrameError(
+            ErrorCode.INVALID_FRAME, "That message id is already in use.", message_id=message_id
+        ) from None
+    return instance, role, started
 
 
 async def _retryable_or_raise(chat: Any, message_id: str) -> None:

@@ -46,6 +46,48 @@ def test_a_chat_id_of_another_user_is_refused(
     assert selectors.chat_get_for_user(chat_id=chat.pk, user=stranger) is None
 
 
+def test_a_turn_records_both_messages_in_one_step_with_consecutive_versions(
+    chat: Chat, keyed_owner: Any
+) -> None:
+    user_id, reply_id = _id(), _id()
+    assert services.turn_messages_accept(
+        chat=chat, user=keyed_owner, message_id=user_id, assistant_message_id=reply_id
+    )
+    stored = Chat.objects.get(pk=chat.pk)
+    assert (stored.version, stored.message_count) == (chat.version + 2, 2)
+    rows = {m.pk: m for m in Message.objects.filter(chat=chat)}
+    assert (rows[user_id].role, rows[reply_id].role) == ("user", "assistant")
+    assert (rows[user_id].chat_version, rows[reply_id].chat_version) == (
+        chat.version + 1,
+        chat.version + 2,
+    )
+    assert {m.status for m in rows.values()} == {MessageStatus.PENDING}
+    # The same user message again starts nothing: no new rows, no version change.
+    assert not services.turn_messages_accept(
+        chat=chat, user=keyed_owner, message_id=user_id, assistant_message_id=_id()
+    )
+    assert Message.objects.filter(chat=chat).count() == 2
+    assert Chat.objects.get(pk=chat.pk).version == chat.version + 2
+
+
+def test_a_turn_with_a_taken_or_foreign_id_is_refused_and_writes_nothing(
+    chat: Chat, keyed_owner: Any, stranger: Any
+) -> None:
+    taken = _id()
+    services.user_message_accept(chat=chat, message_id=taken, user=keyed_owner)
+    before = Chat.objects.get(pk=chat.pk).version
+    with pytest.raises(services.IdInUse):
+        services.turn_messages_accept(
+            chat=chat, user=keyed_owner, message_id=_id(), assistant_message_id=taken
+        )
+    with pytest.raises(services.NotFound):
+        services.turn_messages_accept(
+            chat=chat, user=stranger, message_id=_id(), assistant_message_id=_id()
+        )
+    assert Message.objects.filter(chat=chat).count() == 1
+    assert Chat.objects.get(pk=chat.pk).version == before
+
+
 def test_the_same_message_id_twice_gives_one_message(chat: Chat, keyed_owner: Any) -> None:
     message_id = _id()
     first, created_first = services.user_message_accept(
