@@ -28,6 +28,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -122,6 +123,12 @@ def _start_services(root: Path, model_port: int) -> list[Any]:
     os.environ.update(
         {
             "OPENMATES_DATA_DIR": str(root / "var"),
+            # Production mode, as runlocal runs Daphne (DEBUG wraps every SQL query in a
+            # recording cursor); the bench's sessions need the server's SECRET_KEY.
+            "DEBUG": "false",
+            "SECRET_KEY": secrets.token_urlsafe(50),
+            "SESSION_COOKIE_SECURE": "false",
+            "CSRF_COOKIE_SECURE": "false",
             "DJANGO_SETTINGS_MODULE": "openmates.settings",
             "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
             "PIPELINE_FRAMES_PER_10S": "1000000",
