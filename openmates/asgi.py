@@ -20,6 +20,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from accounts.ws_auth import ApiTokenAuthMiddlewareStack  # noqa: E402
+from openmates import gc_tuning  # noqa: E402
 from openmates.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -30,3 +31,5 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# Last: what start-up created is frozen out of the collector's reach.
+gc_tuning.apply()

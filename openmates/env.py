@@ -97,6 +97,24 @@ def env_list(name: str, default: list[str] | None = None) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_ints(name: str, *, default: tuple[int, ...]) -> tuple[int, ...]:
+    """Parse ``$name`` as comma-separated positive integers, as many as ``default`` has.
+
+    Raises:
+        EnvError: an item is not a positive integer, or the count differs.
+    """
+    items = env_list(name)
+    if not items:
+        return default
+    try:
+        values = tuple(int(item) for item in items)
+    except ValueError as exc:
+        raise EnvError(f"{name}={os.environ[name]!r} is not a list of integers") from exc
+    if len(values) != len(default) or min(values) < 1:
+        raise EnvError(f"{name} needs {len(default)} positive integers, e.g. {default}")
+    return values
+
+
 def data_dir() -> Path:
     """The embedded default's data directory: ``$OPENMATES_DATA_DIR`` or ``./var``."""
     return Path(env_str("OPENMATES_DATA_DIR", "var")).resolve()

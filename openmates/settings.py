@@ -18,6 +18,7 @@ from openmates.env import (
     env_bool,
     env_float,
     env_int,
+    env_ints,
     env_list,
     env_secret,
     env_str,
@@ -160,6 +161,10 @@ VAULT_TRANSIT_MOUNT = env_str("VAULT_TRANSIT_MOUNT", "transit")
 VAULT_TIMEOUT_S = env_float("VAULT_TIMEOUT_S", default=5.0)
 # Plaintext data keys stay in process memory at most this long (CRYPTO.md §4).
 VAULT_DATA_KEY_TTL_S = env_int("VAULT_DATA_KEY_TTL_S", default=300)
+
+# --- Server process ---
+# Garbage-collector thresholds for Daphne processes (openmates.gc_tuning): three integers.
+GC_THRESHOLDS = env_ints("GC_THRESHOLDS", default=(50_000, 20, 100))
 
 # --- LLM defaults; instances override them with their own tier maps. ---
 LLM_LOCAL_API_BASE = service_setting("LLM_LOCAL_API_BASE", "http://127.0.0.1:8088/v1")
