@@ -6,7 +6,9 @@ and measures, from the moment the command is launched:
 
 * ``server_ready_s`` — until HTTP (``/health``), a WebSocket handshake on ``/ws/chat/``,
   PostgreSQL, Redis and Vault all answer at the same time;
-* ``llm_ready_s`` — until the local model answers a one-token completion.
+* ``llm_ready_s`` — until the local model answers a one-token completion;
+* ``idle_rss_mb`` — the resident memory of the web server (Daphne) process, idle, 3 s
+  after both are ready (DESIGN §10: ≤ 300).
 
 Then it stops runlocal with SIGINT (``stop_s``). With ``--runs N`` it prints medians.
 
@@ -28,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import psutil
 import psycopg
 import redis
 
@@ -143,8 +146,16 @@ def server_answers(port: int, services: dict[str, str]) -> bool:
     return True
 
 
-def measure(data_dir: Path, timeout_s: float) -> tuple[float, float, float]:
-    """One start: (server_ready_s, llm_ready_s, stop_s)."""
+def web_server_rss_mb(runner: int) -> float:
+    """Resident memory (MiB) of the Daphne process among ``runner``'s descendants."""
+    for child in psutil.Process(runner).children(recursive=True):
+        if "daphne" in " ".join(child.cmdline()):
+            return float(child.memory_info().rss) / 2**20
+    raise SystemExit("no Daphne process found under runlocal")
+
+
+def measure(data_dir: Path, timeout_s: float) -> tuple[float, float, float, float]:
+    """One start: (server_ready_s, llm_ready_s, stop_s, idle_rss_mb)."""
     port = free_port()
     since = time.time() - 1
     started = time.monotonic()
@@ -166,6 +177,8 @@ def measure(data_dir: Path, timeout_s: float) -> tuple[float, float, float]:
             time.sleep(0.02)
         else:
             raise SystemExit(f"not ready within {timeout_s:.0f} s")
+        time.sleep(3)
+        idle_rss_mb = web_server_rss_mb(process.pid)
     finally:
         stopping = time.monotonic()
         process.send_signal(signal.SIGINT)
@@ -173,7 +186,7 @@ def measure(data_dir: Path, timeout_s: float) -> tuple[float, float, float]:
         stop_s = time.monotonic() - stopping
     assert server_ready is not None
     assert llm_ready is not None
-    return server_ready, llm_ready, stop_s
+    return server_ready, llm_ready, stop_s, idle_rss_mb
 
 
 def main() -> None:
@@ -184,11 +197,12 @@ def main() -> None:
     options = parser.parse_args()
     data_dir = options.data_dir.resolve()
     if not (data_dir / "openbao" / "tokens.json").exists():
-        server, llm, _ = measure(data_dir, options.timeout)
+        server, llm, _, _ = measure(data_dir, options.timeout)
         print(f"(warm-up: first start in {data_dir}: server {server:.1f} s, LLM {llm:.1f} s)")
     results = [measure(data_dir, options.timeout) for _ in range(options.runs)]
     for index, name in enumerate(("server_ready_s", "llm_ready_s", "stop_s")):
         print(f"{name}: {statistics.median(result[index] for result in results):.2f} s")
+    print(f"idle_rss_mb: {statistics.median(result[3] for result in results):.0f} MiB")
 
 
 if __name__ == "__main__":
