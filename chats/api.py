@@ -16,6 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.pagination import CursorPagination
@@ -171,12 +173,13 @@ class ChatPagination(CursorPagination):
 class ChatListApi(JsonOnlyApi):
     """GET: the user's chats, newest first, paginated. POST: create a chat."""
 
-    class InputSerializer(serializers.Serializer):
+    class ChatCreateSerializer(serializers.Serializer):
         chat_id = Uuid7Field()
         instance = serializers.SlugField()
         encrypted_chat_key = _ciphertext()
         encrypted_title = _ciphertext(required=False)
 
+    @extend_schema(operation_id="chats_list", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         paginator = ChatPagination()
         page = paginator.paginate_queryset(
@@ -184,8 +187,13 @@ class ChatListApi(JsonOnlyApi):
         )
         return paginator.get_paginated_response([chat_metadata(c) for c in page or []])
 
+    @extend_schema(
+        operation_id="chats_create",
+        request=ChatCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT},
+    )
     def post(self, request: Request) -> Response:
-        body = self.InputSerializer(data=request.data)
+        body = self.ChatCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         instance = instance_get_for_user(slug=body.validated_data["instance"], user=request.user)
         if instance is None:
@@ -215,9 +223,13 @@ class ChatDetailApi(JsonOnlyApi):
         encrypted_icon = _ciphertext(required=False)
         pinned = StrictBooleanField(required=False)
 
+    @extend_schema(operation_id="chats_retrieve", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, chat_id: str) -> Response:
         return Response(chat_metadata(_chat_or_404(request, chat_id)))
 
+    @extend_schema(
+        operation_id="chats_update", request=UpdateSerializer, responses={200: OpenApiTypes.OBJECT}
+    )
     def patch(self, request: Request, chat_id: str) -> Response:
         chat = _chat_or_404(request, chat_id)
         body = self.UpdateSerializer(data=request.data)
@@ -229,6 +241,7 @@ class ChatDetailApi(JsonOnlyApi):
             return _conflict(exc)
         return Response(chat_metadata(chat))
 
+    @extend_schema(operation_id="chats_destroy", responses={204: None})
     def delete(self, request: Request, chat_id: str) -> Response:
         services.chat_delete(chat=_chat_or_404(request, chat_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -237,6 +250,11 @@ class ChatDetailApi(JsonOnlyApi):
 class ChatMessagesApi(JsonOnlyApi):
     """GET ``?since=<chat version>``: the chat's messages changed after that version."""
 
+    @extend_schema(
+        operation_id="chats_messages_list",
+        parameters=[OpenApiParameter("since", int, description="chat version already held")],
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def get(self, request: Request, chat_id: str) -> Response:
         chat = _chat_or_404(request, chat_id)
         try:
@@ -252,13 +270,18 @@ class ChatMessagesApi(JsonOnlyApi):
 class MessageStoreApi(JsonOnlyApi):
     """PUT: store the client's ciphertext of a message (409 on a stale version)."""
 
-    class InputSerializer(serializers.Serializer):
+    class MessageStoreSerializer(serializers.Serializer):
         encrypted_content = _ciphertext()
         version = StrictIntegerField(min_value=0)
 
+    @extend_schema(
+        operation_id="messages_store",
+        request=MessageStoreSerializer,
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def put(self, request: Request, chat_id: str, message_id: str) -> Response:
         chat = _chat_or_404(request, chat_id)
-        body = self.InputSerializer(data=request.data)
+        body = self.MessageStoreSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             message = services.message_store(
@@ -276,13 +299,18 @@ class MessageStoreApi(JsonOnlyApi):
 class EmbedStoreApi(JsonOnlyApi):
     """PUT: store the client's ciphertext of an embed (409 on a stale version)."""
 
-    class InputSerializer(serializers.Serializer):
+    class EmbedStoreSerializer(serializers.Serializer):
         encrypted_content = _ciphertext()
         version = StrictIntegerField(min_value=0)
 
+    @extend_schema(
+        operation_id="embeds_store",
+        request=EmbedStoreSerializer,
+        responses={200: OpenApiTypes.OBJECT},
+    )
     def put(self, request: Request, chat_id: str, embed_id: str) -> Response:
         chat = _chat_or_404(request, chat_id)
-        body = self.InputSerializer(data=request.data)
+        body = self.EmbedStoreSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             embed = services.embed_store(chat=chat, embed_id=embed_id, **body.validated_data)
@@ -304,6 +332,7 @@ class UserKeysApi(JsonOnlyApi):
         kdf = serializers.JSONField()
         version = StrictIntegerField(min_value=1, required=False, allow_null=True)
 
+    @extend_schema(operation_id="keys_retrieve", responses={200: KeysSerializer})
     def get(self, request: Request) -> Response:
         keys = selectors.user_keys_get(user=request.user)
         if keys is None:
@@ -319,6 +348,9 @@ class UserKeysApi(JsonOnlyApi):
             }
         )
 
+    @extend_schema(
+        operation_id="keys_update", request=KeysSerializer, responses={200: OpenApiTypes.OBJECT}
+    )
     def put(self, request: Request) -> Response:
         body = self.KeysSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -339,11 +371,14 @@ class UserKeysApi(JsonOnlyApi):
 class AccountDeleteApi(JsonOnlyApi):
     """DELETE with ``{"password": ...}``: delete the account; nothing of it decrypts after."""
 
-    class InputSerializer(serializers.Serializer):
+    class AccountDeleteSerializer(serializers.Serializer):
         password = serializers.CharField()
 
+    @extend_schema(
+        operation_id="account_destroy", request=AccountDeleteSerializer, responses={204: None}
+    )
     def delete(self, request: Request) -> Response:
-        body = self.InputSerializer(data=request.data)
+        body = self.AccountDeleteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         if not request.user.check_password(body.validated_data["password"]):
             return Response(

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "channels",
     "openmates",
     "instances",
@@ -205,7 +206,16 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "PAGE_SIZE": 50,
+}
+
+# OpenAPI 3 schema of the REST API at /api/schema/ (drf-spectacular; no UI: no CDN).
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OpenMates REST API",
+    "DESCRIPTION": "Chats, messages and keys of the signed-in user (session or API token).",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
 
 from accounts.views import app_shell
 from chats.api import AccountDeleteApi
@@ -17,4 +18,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/chats/", include("chats.urls")),
     path("api/account/", AccountDeleteApi.as_view(), name="account-delete"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
