@@ -22,10 +22,12 @@ from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import JSONParser
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.permissions import SessionOnly, SessionOnlyForWrites
 from chats import selectors, services
 from chats.models import Chat
 from chats.sync import chat_metadata, message_metadata, with_server_copies
@@ -322,7 +324,15 @@ class EmbedStoreApi(JsonOnlyApi):
 
 
 class UserKeysApi(JsonOnlyApi):
-    """GET: the user's wrapped keys (404 before set-up). PUT: create or replace them."""
+    """GET: the user's wrapped keys (404 before set-up). PUT: create or replace them.
+
+    GET is open to API tokens: a client without a browser needs its wrapped master key to
+    unwrap it with the user's passphrase and decrypt chats. PUT needs a browser session
+    (403 ``session_required`` for a token): replacing the wrapped keys with material the
+    user cannot unwrap makes every encrypted chat unreadable, too much for a leaked token.
+    """
+
+    permission_classes = [IsAuthenticated, SessionOnlyForWrites]
 
     class KeysSerializer(serializers.Serializer):
         wrapped_master_key = _b64()
@@ -369,7 +379,12 @@ class UserKeysApi(JsonOnlyApi):
 
 
 class AccountDeleteApi(JsonOnlyApi):
-    """DELETE with ``{"password": ...}``: delete the account; nothing of it decrypts after."""
+    """DELETE with ``{"password": ...}``: delete the account; nothing of it decrypts after.
+
+    Browser sessions only: an API token answers 403 ``session_required``.
+    """
+
+    permission_classes = [IsAuthenticated, SessionOnly]
 
     class AccountDeleteSerializer(serializers.Serializer):
         password = serializers.CharField()
