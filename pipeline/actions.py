@@ -9,6 +9,7 @@ as ``FrameError`` with a PROTOCOL.md code; the consumer turns them into ``error`
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from chats.selectors import achat_get_for_user
 from chats.sync import sync_phases
 from instances.models import Instance
 from instances.selectors import instance_get_for_user, instance_role_for_user
+from openmates import vault
 from openmates.crypto import DecryptionError
 from pipeline import events as ev
 from pipeline import protocol as p
@@ -31,6 +33,8 @@ from pipeline.ids import new_id
 from pipeline.protocol import ErrorCode, FrameError
 from pipeline.runtime import TurnControl, TurnRegistry
 from pipeline.turn import TurnRequest, run_turn
+
+logger = logging.getLogger(__name__)
 
 RETRYABLE = (MessageStatus.FAILED, MessageStatus.INTERRUPTED, MessageStatus.CANCELLED)
 
@@ -76,6 +80,34 @@ async def _chat_or_not_found(socket: Socket, chat_id: str) -> Any:
 
 
 # --- turns ------------------------------------------------------------------------------
+
+# Users whose transit key this process has made sure of (one Vault call per user and
+# process, not per turn).
+_keyed_users: set[int] = set()
+
+
+async def user_key_ensure(user_id: int) -> None:
+    """Make sure the user's transit key ``user-<id>`` exists before a turn of theirs.
+
+    Users made by ``createsuperuser`` or ``create_user`` never went through the
+    browser's key set-up (which creates the key), yet a turn seals its AI cache,
+    snapshots and kept copies under it; the key only protects those server-side copies,
+    so the server may create it. This never resurrects a deleted account's key:
+    ``account_delete`` shreds the key and deletes the user row with its chats in one
+    call, so a turn (which needs the chat, looked up just before this) cannot be
+    accepted for an account that is gone. Best effort: a Vault that cannot create keys
+    (no admin token, an outage) is logged, and the turn then reports the missing key
+    itself if it really is missing.
+    """
+    if user_id in _keyed_users:
+        return
+    try:
+        await vault.aensure_key(vault.user_key_name(user_id))
+    except vault.VaultError as exc:
+        logger.warning("transit key of user %s not ensured: %s", user_id, exc)
+        if exc.is_outage:
+            return  # try again with the next turn
+    _keyed_users.add(user_id)
 
 
 def _accept(
@@ -146,6 +178,7 @@ async def _turn_start(
             ErrorCode.RATE_LIMITED, "Too many messages; wait a minute.", chat_id=chat_id
         )
     chat = await _chat_or_not_found(socket, chat_id)
+    await user_key_ensure(socket.user.pk)
     retry = frame is None
     if retry:
         await _retryable_or_raise(chat, message_id)

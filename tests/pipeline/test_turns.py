@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from chats import cache as chat_cache
 from chats.models import Embed, Message
 from chats.services import sealed_text_open
-from pipeline import runtime, state, turn
+from pipeline import actions, runtime, state, turn
 from pipeline.ids import new_id
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
@@ -433,11 +433,43 @@ async def test_resume_after_the_turn_ended_answers_from_the_sealed_snapshot(
     assert (await intruder.recv())["code"] == "not_found"
 
 
-async def test_a_missing_user_key_is_reported_as_a_setup_fault_not_an_outage(
+async def test_a_user_made_without_a_transit_key_gets_one_and_an_answer(
+    ws_client, chat_factory, llm_script
+):
+    # create_user (createsuperuser, the admin) never ran the browser's key set-up.
+    from django.contrib.auth import get_user_model
+
+    from openmates import vault
+
+    made = await sync_to_async(get_user_model().objects.create_user)("keyless", password="x" * 12)
+    with pytest.raises(vault.VaultError) as missing:
+        await sync_to_async(vault.key_latest_version)(vault.user_key_name(made.pk))
+    assert missing.value.reason == "not_found"
+    chat = await sync_to_async(chat_factory)(made)
+    _first_message_script(llm_script, {"text": "Hello there."})
+    client = await ws_client(made)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Say something nice"
+    )
+    frames = await client.until("postprocess.done")
+    assert [f for f in frames if f["type"] == "error"] == []
+    done = next(f for f in frames if f["type"] == "stream.done")
+    assert (done["status"], done["content"]) == ("done", "Hello there.")
+    assert await sync_to_async(vault.key_latest_version)(vault.user_key_name(made.pk)) == 1
+    calls = vault.call_count()
+    await actions.user_key_ensure(made.pk)  # remembered: no second Vault call
+    assert vault.call_count() == calls
+    assert (await _row(message_id)).status == "done"
+
+
+async def test_a_key_lost_after_it_was_ensured_is_reported_as_a_setup_fault(
     ws_client, chat_factory, owner, llm_script
 ):
-    # ``owner`` has no transit key: Vault answers "not found", which retrying cannot fix.
+    # This process made sure of the key once; Vault lost it since (deleted by hand):
+    # "not found" is a set-up fault that retrying cannot fix, not an outage.
     chat = await sync_to_async(chat_factory)(owner)
+    actions._keyed_users.add(owner.pk)
     llm_script.reply(text=SAFE, model="fast")
     llm_script.reply(text=TITLE, model="fast")
     llm_script.reply(text="never sent", model="standard")
