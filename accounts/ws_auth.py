@@ -18,12 +18,14 @@ stays outside this middleware, so it runs first.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from django.contrib.auth.models import AnonymousUser
+from django.utils import timezone
 
 from accounts.services import api_token_authenticate, api_token_socket_group
 
@@ -31,6 +33,8 @@ TOKEN_SUBPROTOCOL_PREFIX = "openmates.token."  # noqa: S105 (a name, not a secre
 PROTOCOL_SUBPROTOCOL = "openmates.v1"
 # The id of the ``ApiToken`` a socket authenticated with (absent for session sockets).
 SCOPE_TOKEN_ID = "api_token_id"  # noqa: S105 (a scope key, not a secret)
+# When that token expires (an aware datetime, or None for a token without expiry).
+SCOPE_TOKEN_EXPIRES_AT = "api_token_expires_at"  # noqa: S105 (a scope key, not a secret)
 
 
 def offered_tokens(scope: dict[str, Any]) -> list[str]:
@@ -50,7 +54,8 @@ def offered_tokens(scope: dict[str, Any]) -> list[str]:
 
 
 class ApiTokenAuthMiddleware(BaseMiddleware):
-    """Sets ``scope["user"]`` (and :data:`SCOPE_TOKEN_ID`) from a presented API token.
+    """Sets ``scope["user"]`` (and :data:`SCOPE_TOKEN_ID`, :data:`SCOPE_TOKEN_EXPIRES_AT`)
+    from a presented API token.
 
     Runs inside ``AuthMiddlewareStack`` so that a token, when present, replaces whatever
     the session said. The lookup and the ``last_used_at`` write (at most once a minute)
@@ -69,7 +74,8 @@ class ApiTokenAuthMiddleware(BaseMiddleware):
             if token is None:
                 scope = dict(scope, user=AnonymousUser())
             else:
-                scope = dict(scope, user=token.user, **{SCOPE_TOKEN_ID: token.pk})
+                token_scope = {SCOPE_TOKEN_ID: token.pk, SCOPE_TOKEN_EXPIRES_AT: token.expires_at}
+                scope = dict(scope, user=token.user, **token_scope)
         return await super().__call__(scope, receive, send)
 
 
@@ -90,3 +96,15 @@ def token_socket_groups(scope: dict[str, Any]) -> list[str]:
     """The channel-layer groups a socket joins for its token (revocation closes them)."""
     token_id = scope.get(SCOPE_TOKEN_ID)
     return [] if token_id is None else [api_token_socket_group(token_id)]
+
+
+def token_seconds_left(scope: dict[str, Any]) -> float | None:
+    """Seconds until the socket's API token expires (0.0 if it already has), else None.
+
+    None for a session socket and for a token without expiry. The chat consumer closes a
+    token socket with 4401 when this runs out, as REST answers 401 from then on.
+    """
+    expires_at: datetime | None = scope.get(SCOPE_TOKEN_EXPIRES_AT)
+    if expires_at is None:
+        return None
+    return max(0.0, (expires_at - timezone.now()).total_seconds())

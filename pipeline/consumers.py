@@ -4,11 +4,13 @@ It validates each frame (``pipeline.protocol``), hands it to ``pipeline.actions`
 forwards what the turn runtime and the channel layer send it. Errors become ``error``
 frames and never close the socket; a socket without an authenticated user (session or API
 token, ``accounts.ws_auth``) is refused, and one whose session ends or whose token is revoked
-(``session.ended`` from the accounts app) closes with 4401.
+(``session.ended`` from the accounts app) closes with 4401, as does a token socket when its
+token expires.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from accounts.ws_auth import accepted_subprotocol, token_socket_groups
+from accounts.ws_auth import accepted_subprotocol, token_seconds_left, token_socket_groups
 from openmates.vault import VaultError
 from pipeline import actions, runtime
 from pipeline import events as ev
@@ -47,9 +49,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept(accepted_subprotocol(self.scope))
+        if (seconds := token_seconds_left(self.scope)) is not None:  # token expiry: 4401
+            self.expiry = asyncio.get_running_loop().call_later(seconds, self._token_expired)
         await self.deliver((await actions.task_active(self)).to_frame())
 
+    def _token_expired(self) -> None:
+        self.expiry_close = asyncio.ensure_future(self.close(code=SESSION_ENDED))
+
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "expiry", None) is not None:
+            self.expiry.cancel()
         if getattr(self, "registry", None) is not None:
             self.registry.unsubscribe(self)
             for group in self.groups_joined:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke, user_sockets_close
+from accounts.ws_auth import SCOPE_TOKEN_EXPIRES_AT, SCOPE_TOKEN_ID, token_seconds_left
 from openmates.asgi import application
 from pipeline import runtime
 from tests.pipeline.conftest import session_cookie
@@ -209,3 +210,30 @@ async def test_the_session_still_opens_the_socket_without_a_token(
     )
     assert (connected, subprotocol) == (True, "openmates.v1")
     assert (await _first_frame(communicator))["type"] == "task.active"
+
+
+async def test_a_token_socket_closes_with_4401_when_the_token_expires(
+    open_socket: Any, owner: Any
+) -> None:
+    # REST refuses the token (401) from its expiry on; its open socket must end then too.
+    _, raw = await sync_to_async(api_token_create)(
+        user=owner, name="short", expires_at=timezone.now() + timedelta(seconds=2)
+    )
+    communicator, connected, _ = await open_socket([ORIGIN, _bearer(raw)])
+    assert connected is True
+    assert (await _first_frame(communicator))["type"] == "task.active"
+
+    closed = await communicator.receive_output(timeout=TIMEOUT_S)
+
+    assert closed == {"type": "websocket.close", "code": 4401}
+
+
+def test_seconds_left_names_the_token_expiry_only() -> None:
+    now = timezone.now()
+    assert token_seconds_left({}) is None
+    assert token_seconds_left({SCOPE_TOKEN_ID: 1, SCOPE_TOKEN_EXPIRES_AT: None}) is None
+    past = {SCOPE_TOKEN_ID: 1, SCOPE_TOKEN_EXPIRES_AT: now - timedelta(seconds=5)}
+    assert token_seconds_left(past) == 0.0
+    left = token_seconds_left({SCOPE_TOKEN_ID: 1, SCOPE_TOKEN_EXPIRES_AT: now + timedelta(hours=1)})
+    assert left is not None
+    assert 3590 < left <= 3600
