@@ -163,7 +163,13 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
     """The turn's events, ending with ``stream.done`` (and ``postprocess.done`` when done)."""
     progress = _Progress()
     try:
-        if not control.cancel.is_set():
+        if control.cancel.is_set():
+            # Cancelled while queued: its text is kept for ``message.retry`` as a running
+            # turn's is (``_answer`` saves it), until the message is answered.
+            await state.pending_content_save(
+                user_id=request.user_id, message_id=request.message_id, content=request.content
+            )
+        else:
             async for event in _answer(request, control, progress):
                 yield event
     except asyncio.CancelledError:

@@ -104,6 +104,55 @@ async def test_cancel_mid_stream_stops_the_turn(ws_client, chat, user, llm_scrip
     assert (await _row(frames[0]["assistant_message_id"])).status == "cancelled"
 
 
+async def test_a_turn_cancelled_while_queued_can_be_retried_with_its_text(
+    ws_client, chat, user, llm_script
+):
+    _first_message_script(llm_script, {"text": SLOW_PIECES, "delay_s": 0.05})
+    llm_script.reply(text="second answer", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    first, second, third = new_id(), new_id(), new_id()
+    await client.send(type="message.send", chat_id=chat.pk, message_id=first, content="A story")
+    await client.until("stream.delta")
+    for message_id, content in ((second, "Tell me more"), (third, "And how does it end?")):
+        await client.send(
+            type="message.send", chat_id=chat.pk, message_id=message_id, content=content
+        )
+    frames: list[dict[str, Any]] = []
+    while len([f for f in frames if f["type"] == "task.queued"]) < 2:
+        frames.append(await client.recv())
+    queued = {f["message_id"]: f for f in frames if f["type"] == "task.queued"}
+    assert (queued[second]["position"], queued[third]["position"]) == (1, 2)
+    third_task = queued[third]["task_id"]
+    await client.send(type="task.cancel", task_id=third_task)
+    while not any(f["type"] == "task.cancelled" and f["task_id"] == third_task for f in frames):
+        frames.append(await client.recv())
+    done_third = next(
+        f for f in frames if f["type"] == "stream.done" and f["task_id"] == third_task
+    )
+    assert (done_third["status"], done_third["content"]) == ("cancelled", "")
+    second_task = queued[second]["task_id"]
+    while not any(f["type"] == "postprocess.done" and f["task_id"] == second_task for f in frames):
+        frames.append(await client.recv())
+    assert (await _row(third)).status == "cancelled"
+    assert (await _row(second)).status == "done"
+
+    llm_script.reply(text="It ends well.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    await client.send(type="message.retry", chat_id=chat.pk, message_id=third)
+    retried = await client.until("postprocess.done")
+    assert retried[0]["type"] == "message.accepted"
+    assert retried[0]["message_id"] == third
+    done = next(f for f in retried if f["type"] == "stream.done")
+    assert (done["status"], done["content"]) == ("done", "It ends well.")
+    assert llm_script.requests[-2].messages[-1] == {
+        "role": "user",
+        "content": "And how does it end?",
+    }
+    assert (await _row(third)).status == "done"
+    assert await state.pending_content_load(user_id=user.pk, message_id=third) is None
+
+
 async def test_another_users_task_cannot_be_cancelled(
     ws_client, chat, user, keyed_user_factory, llm_script
 ):
