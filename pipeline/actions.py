@@ -58,17 +58,29 @@ def turns_per_minute() -> int:
     return int(getattr(settings, "PIPELINE_TURNS_PER_MINUTE", 30))
 
 
-async def rate_check(socket: Socket) -> None:
-    """Count one frame for the user (all processes); raises ``rate_limited`` over the limit."""
+_ERROR_IDS = ("request_id", "chat_id", "task_id", "message_id")
+
+
+def frame_ids(frame: p.ClientFrame | None) -> dict[str, str]:
+    """The ids ``frame`` carries that an ``error`` may name (request, chat, task, message)."""
+    found = {name: getattr(frame, name, None) for name in _ERROR_IDS}
+    return {name: value for name, value in found.items() if isinstance(value, str) and value}
+
+
+async def rate_check(socket: Socket, frame: p.ClientFrame | None = None) -> None:
+    """Count one frame for the user (all processes); raises ``rate_limited`` over the limit.
+
+    The error names the refused frame's ids (e.g. which ``message.send`` was refused).
+    """
     if await state.rate_limit_hit(
         user_id=socket.user.pk, kind="frames", limit=frames_per_10s(), window_s=10
     ):
-        raise FrameError(ErrorCode.RATE_LIMITED, "Too many frames; slow down.")
+        raise FrameError(ErrorCode.RATE_LIMITED, "Too many frames; slow down.", **frame_ids(frame))
 
 
 async def dispatch(socket: Socket, frame: p.ClientFrame) -> None:
     """Run the action of ``frame`` (validated by ``protocol.parse_frame``)."""
-    await rate_check(socket)
+    await rate_check(socket, frame)
     await _ACTIONS[frame.type](socket, frame)
 
 
@@ -175,7 +187,10 @@ async def _turn_start(
         user_id=socket.user.pk, kind="turns", limit=turns_per_minute(), window_s=60
     ):
         raise FrameError(
-            ErrorCode.RATE_LIMITED, "Too many messages; wait a minute.", chat_id=chat_id
+            ErrorCode.RATE_LIMITED,
+            "Too many messages; wait a minute.",
+            chat_id=chat_id,
+            message_id=message_id,
         )
     chat = await _chat_or_not_found(socket, chat_id)
     await user_key_ensure(socket.user.pk)
@@ -238,18 +253,29 @@ async def _turn_start(
 
 
 async def _duplicate(socket: Socket, *, chat_id: str, message_id: str) -> None:
-    """A repeated ``message.send``: follow its turn when it runs, else ``conflict``."""
-    for record in await state.user_records(socket.user.pk):
-        if record.message_id == message_id:
+    """A repeated ``message.send``: follow its turn when it runs, else ``conflict``.
+
+    The ``conflict`` names the turn's ``task_id`` while it is still queued or running
+    (e.g. its process is another one, or it ended a moment ago), so the client can send
+    ``stream.resume``.
+    """
+    task_id = None
+    # This process's own turns first: a turn just started has no record in Redis yet.
+    local = [turn.record for turn in socket.registry.turns.values()]
+    for record in [*local, *await state.user_records(socket.user.pk)]:
+        if (
+            record.message_id == message_id
+            and record.chat_id == chat_id
+            and record.user_id == str(socket.user.pk)
+        ):
+            task_id = record.task_id
             socket.following.add(record.task_id)
             if await socket.registry.subscribe_anywhere(record, socket, resume=False):
                 return
-    raise FrameError(
-        ErrorCode.CONFLICT,
-        "This message was already accepted.",
-        chat_id=chat_id,
-        message_id=message_id,
-    )
+    ids = {"chat_id": chat_id, "message_id": message_id}
+    if task_id is not None:
+        ids["task_id"] = task_id
+    raise FrameError(ErrorCode.CONFLICT, "This message was already accepted.", **ids)
 
 
 async def message_send(socket: Socket, frame: p.MessageSend) -> None:

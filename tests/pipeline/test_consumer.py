@@ -236,6 +236,101 @@ async def test_duplicate_message_id_starts_no_second_turn(ws_client, chat, user,
     assert await sync_to_async(Message.objects.filter(chat=chat).count)() == 2
 
 
+async def test_duplicate_of_a_message_whose_turn_runs_follows_that_turn(
+    ws_client, chat, user, llm_script
+):
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text=["Hel", "lo!"], model="standard", delay_s=0.05)
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    message_id = new_id()
+    frame = {"type": "message.send", "chat_id": chat.pk, "message_id": message_id}
+    await client.send(**frame, content="Hi there")
+    # At once: the turn may have no record in Redis yet, only in this process.
+    await client.send(**frame, content="Hi there")
+    frames = await client.until("postprocess.done")
+    assert "error" not in _types(frames)
+    accepted = [f for f in frames if f["type"] == "message.accepted"]
+    assert len(accepted) >= 1
+    assert {f["task_id"] for f in accepted} == {frames[0]["task_id"]}
+    done = next(f for f in frames if f["type"] == "stream.done")
+    assert done["content"] == "Hello!"
+    assert await sync_to_async(Message.objects.filter(chat=chat).count)() == 2
+
+
+async def test_duplicate_of_a_message_whose_turn_just_ended_names_its_task(
+    ws_client, chat, user, llm_script
+):
+    from chats import services
+    from pipeline import runtime, state
+
+    client = await ws_client(user)
+    message_id, reply_id, task_id = new_id(), new_id(), new_id()
+
+    def accepted() -> None:
+        services.user_message_accept(chat=chat, message_id=message_id, user=user)
+        services.assistant_message_create(chat=chat, message_id=reply_id)
+
+    await sync_to_async(accepted)()
+    # Its record is still in Redis, but this process no longer runs it (it just ended).
+    record = state.TaskRecord(
+        task_id=task_id,
+        user_id=str(user.pk),
+        chat_id=chat.pk,
+        message_id=message_id,
+        assistant_message_id=reply_id,
+        owner=runtime.registry().channel,
+        state="running",
+    )
+    await state.record_save(record)
+    await state.waiter_keep_alive(task_id)  # not an orphan for the reaper
+    try:
+        await client.send(
+            type="message.send", chat_id=chat.pk, message_id=message_id, content="Hi there"
+        )
+        error = await client.recv()
+    finally:
+        await state.record_delete(record)
+    assert error == {
+        "type": "error",
+        "code": "conflict",
+        "message": "This message was already accepted.",
+        "chat_id": chat.pk,
+        "message_id": message_id,
+        "task_id": task_id,
+    }
+
+
+async def test_rate_limited_message_names_the_refused_message(
+    ws_client, chat, user, llm_script, settings
+):
+    settings.PIPELINE_TURNS_PER_MINUTE = 0
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Hi there"
+    )
+    error = await client.recv()
+    assert (error["code"], error["chat_id"], error["message_id"]) == (
+        "rate_limited",
+        chat.pk,
+        message_id,
+    )
+    settings.PIPELINE_TURNS_PER_MINUTE = 30
+    settings.PIPELINE_FRAMES_PER_10S = 0
+    await client.send(type="message.retry", chat_id=chat.pk, message_id=message_id)
+    error = await client.recv()
+    assert error == {
+        "type": "error",
+        "code": "rate_limited",
+        "message": "Too many frames; slow down.",
+        "chat_id": chat.pk,
+        "message_id": message_id,
+    }
+    assert await sync_to_async(Message.objects.filter(chat=chat).count)() == 0
+
+
 async def test_anonymous_socket_is_refused():
     from channels.testing import WebsocketCommunicator
 
