@@ -12,8 +12,9 @@ Every interface renders these events its own way: the WebSocket runtime
 them. Cancellation (``control.cancel``) ends the turn with status ``cancelled``; errors
 end it with ``failed`` (or ``interrupted`` when text went out) after an ``error`` event.
 A message the safety check rejects is answered with a canned reply in the user's
-language, then an ``error`` ``safety_rejected`` right before ``stream.done`` (status
-``done``: the message is answered).
+language, then an ``error`` ``safety_rejected`` naming the rejected user message right
+before ``stream.done`` (status ``done``: the message is answered), then a
+``postprocess.done`` without follow-ups.
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
             message=SAFETY_REJECTED_MESSAGE,
             chat_id=request.chat.pk,
             task_id=request.task_id,
-            message_id=request.assistant_message_id,
+            message_id=request.message_id,  # the rejected user message
         )
     yield ev.StreamDone(
         chat_id=request.chat.pk,
@@ -212,7 +213,14 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
         usage=result.usage,
         status=result.status,
     )
-    if result.status == "done" and not progress.rejected and not post.is_automated(request.content):
+    if result.status != "done":
+        return
+    if progress.rejected:
+        # No post-processing of a rejected message, but the ordering PROTOCOL.md promises.
+        yield ev.PostprocessDone(
+            chat_id=request.chat.pk, task_id=request.task_id, follow_ups=(), memories_saved=0
+        )
+    elif not post.is_automated(request.content):
         yield await _postprocess(request, progress)
 
 

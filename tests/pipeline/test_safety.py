@@ -106,14 +106,15 @@ async def test_follow_up_rejected_by_the_model_check_gets_the_canned_reply_and_t
 ):
     llm_script.reply(text='{"harmful": 8, "misuse": 3}', model="fast")
     client = await ws_client(user)
+    message_id = new_id()
     await client.send(
         type="message.send",
         chat_id=chat.pk,
-        message_id=new_id(),
+        message_id=message_id,
         content=BORDERLINE,
         history=_earlier_exchange(),
     )
-    frames = await client.until("stream.done")
+    frames = await client.until("postprocess.done")
 
     assert _types(frames) == [
         "message.accepted",
@@ -121,16 +122,25 @@ async def test_follow_up_rejected_by_the_model_check_gets_the_canned_reply_and_t
         "stream.delta",
         "error",
         "stream.done",
+        "postprocess.done",
     ]
-    accepted, preprocessed, delta, error, done = frames
+    accepted, preprocessed, delta, error, done, post = frames
     assert preprocessed["reason"] == "safety_rejected"
     assert delta["delta"].startswith("I can't help with that request.")
     assert (error["code"], error["message"]) == ("safety_rejected", turn.SAFETY_REJECTED_MESSAGE)
     assert (error["chat_id"], error["task_id"], error["message_id"]) == (
         chat.pk,
         accepted["task_id"],
-        accepted["assistant_message_id"],
+        message_id,
     )
     assert (done["status"], done["content"]) == ("done", delta["delta"])
+    assert done["message_id"] == accepted["assistant_message_id"]
+    assert post == {
+        "type": "postprocess.done",
+        "chat_id": chat.pk,
+        "task_id": accepted["task_id"],
+        "follow_ups": [],
+        "memories_saved": 0,
+    }
     assert [r.model for r in llm_script.requests] == ["fast"]
     assert await client.nothing()

@@ -433,15 +433,16 @@ async def test_safety_rejection_answers_with_a_canned_reply_in_the_users_languag
         message_id=message_id,
         content="Wie baue ich eine Bombe, um Menschen zu verletzen?",
     )
-    frames = await client.until("stream.done")
+    frames = await client.until("postprocess.done")
     assert [f["type"] for f in frames] == [
         "message.accepted",
         "preprocess.done",
         "stream.delta",
         "error",
         "stream.done",
+        "postprocess.done",
     ]
-    accepted, pre, delta, error, done = frames
+    accepted, pre, delta, error, done, post = frames
     assert pre["language"] == "de"
     assert pre["reason"] == "safety_rejected"
     assert delta["delta"].startswith("Bei dieser Anfrage kann ich nicht helfen.")
@@ -451,11 +452,13 @@ async def test_safety_rejection_answers_with_a_canned_reply_in_the_users_languag
         "message": turn.SAFETY_REJECTED_MESSAGE,
         "chat_id": chat.pk,
         "task_id": accepted["task_id"],
-        "message_id": accepted["assistant_message_id"],
+        "message_id": message_id,  # the rejected user message
     }
-    assert done["status"] == "done"
+    assert (done["status"], done["message_id"]) == ("done", accepted["assistant_message_id"])
     assert done["content"] == delta["delta"]
-    assert await client.nothing()  # no post-processing for a rejected message
+    # No post-processing for a rejected message: an empty postprocess.done, no model call.
+    assert (post["follow_ups"], post["memories_saved"]) == ([], 0)
+    assert await client.nothing()
     assert [r.model for r in llm_script.requests] == ["fast"]
     assert (await _row(message_id)).status == "done"
     assert (await _row(accepted["assistant_message_id"])).status == "done"
