@@ -8,7 +8,9 @@ The same rules as the WebSocket protocol (``pipeline/protocol.py``, via
 :mod:`openmates.ids`): ids are lowercase UUIDv7, ciphertext is a CRYPTO.md §3 envelope,
 integers and booleans are JSON integers and booleans (no strings), bodies are JSON only
 (anything else answers 415) and nested at most :data:`MAX_JSON_DEPTH` levels (deeper
-answers 400 ``{"code": "too_deeply_nested"}``).
+answers 400 ``{"code": "too_deeply_nested"}``). An id in the path that is not a UUIDv7
+answers 404 ``not_found`` like an unknown one. Error bodies are
+``{"code": ..., "message": ...}`` (``openmates.api_errors``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
@@ -36,6 +39,7 @@ from openmates import ids, vault
 
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 _MAX_CIPHERTEXT = 180_000  # 64 KiB of UTF-8 plus envelope and base64 overhead
+_MAX_VERSION = 2**63 - 1  # versions are PostgreSQL bigints
 
 
 MAX_JSON_DEPTH = 32
@@ -140,6 +144,28 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+class KdfField(serializers.JSONField):
+    """A JSON object of KDF parameters; no string in it may hold a NUL (PostgreSQL's jsonb
+    refuses those). Whether the parameters are strong enough is ``services.kdf_check``'s."""
+
+    default_error_messages = {"kdf": "must be a JSON object without NUL characters"}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            self.fail("kdf")
+        stack: list[Any] = [data]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                stack.extend(item.keys())
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, str) and "\x00" in item:
+                self.fail("kdf")
+        return dict(data)
+
+
 def _ciphertext(required: bool = True) -> EnvelopeField:
     return EnvelopeField(required=required, allow_null=not required)
 
@@ -151,8 +177,15 @@ def _b64(required: bool = True) -> serializers.RegexField:
     )
 
 
+def _id_or_404(value: str, what: str) -> str:
+    # A path id that cannot exist (NUL bytes would even fail in PostgreSQL) is unknown.
+    if not ids.is_uuid7(value):
+        raise NotFound(f"{what} not found")
+    return value
+
+
 def _chat_or_404(request: Request, chat_id: str) -> Chat:
-    chat = selectors.chat_get_for_user(chat_id=chat_id, user=request.user)
+    chat = selectors.chat_get_for_user(chat_id=_id_or_404(chat_id, "chat"), user=request.user)
     if chat is None:
         raise Http404("chat not found")
     return chat
@@ -170,6 +203,18 @@ class ChatPagination(CursorPagination):
     page_size = 50
     max_page_size = 200
     page_size_query_param = "page_size"
+
+    def decode_cursor(self, request: Request) -> Any:
+        """DRF's cursor, refusing a position that is not a timestamp (404 ``not_found``)."""
+        cursor = super().decode_cursor(request)
+        if cursor is not None and cursor.position is not None:
+            try:
+                valid = parse_datetime(str(cursor.position)) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
 
 
 class ChatListApi(JsonOnlyApi):
@@ -217,7 +262,7 @@ class ChatDetailApi(JsonOnlyApi):
     """GET: one chat's metadata. PATCH: change metadata (409 on a stale version). DELETE."""
 
     class UpdateSerializer(serializers.Serializer):
-        version = StrictIntegerField(min_value=0)
+        version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
         encrypted_title = _ciphertext(required=False)
         encrypted_summary = _ciphertext(required=False)
         encrypted_tags = _ciphertext(required=False)
@@ -262,6 +307,8 @@ class ChatMessagesApi(JsonOnlyApi):
         try:
             since = max(0, int(request.query_params.get("since", "0")))
         except ValueError:
+            since = -1
+        if not 0 <= since <= _MAX_VERSION:
             return Response({"code": "invalid_request", "message": "since is an integer"}, 400)
         messages = with_server_copies(
             chat, [message_metadata(m) for m in selectors.messages_since(chat=chat, version=since)]
@@ -274,7 +321,7 @@ class MessageStoreApi(JsonOnlyApi):
 
     class MessageStoreSerializer(serializers.Serializer):
         encrypted_content = _ciphertext()
-        version = StrictIntegerField(min_value=0)
+        version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
 
     @extend_schema(
         operation_id="messages_store",
@@ -283,6 +330,7 @@ class MessageStoreApi(JsonOnlyApi):
     )
     def put(self, request: Request, chat_id: str, message_id: str) -> Response:
         chat = _chat_or_404(request, chat_id)
+        message_id = _id_or_404(message_id, "message")
         body = self.MessageStoreSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -303,7 +351,7 @@ class EmbedStoreApi(JsonOnlyApi):
 
     class EmbedStoreSerializer(serializers.Serializer):
         encrypted_content = _ciphertext()
-        version = StrictIntegerField(min_value=0)
+        version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
 
     @extend_schema(
         operation_id="embeds_store",
@@ -312,6 +360,7 @@ class EmbedStoreApi(JsonOnlyApi):
     )
     def put(self, request: Request, chat_id: str, embed_id: str) -> Response:
         chat = _chat_or_404(request, chat_id)
+        embed_id = _id_or_404(embed_id, "embed")
         body = self.EmbedStoreSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -339,8 +388,10 @@ class UserKeysApi(JsonOnlyApi):
         recovery_wrapped_master_key = _b64()
         master_key_id = serializers.CharField(max_length=24)
         recovery_key_id = serializers.CharField(max_length=24)
-        kdf = serializers.JSONField()
-        version = StrictIntegerField(min_value=1, required=False, allow_null=True)
+        kdf = KdfField()
+        version = StrictIntegerField(
+            min_value=1, max_value=_MAX_VERSION, required=False, allow_null=True
+        )
 
     @extend_schema(operation_id="keys_retrieve", responses={200: KeysSerializer})
     def get(self, request: Request) -> Response:

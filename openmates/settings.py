@@ -208,6 +208,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "PAGE_SIZE": 50,
+    # Every error body is {"code": <stable code>, "message": ...} (DESIGN §11).
+    "EXCEPTION_HANDLER": "openmates.api_errors.exception_handler",
 }
 
 # OpenAPI 3 schema of the REST API at /api/schema/ (drf-spectacular; no UI: no CDN).

@@ -72,7 +72,8 @@ def test_create_refuses_what_the_protocol_refuses(
     body = _create_body(chat_instance, **{field: value})
     answer = _client(member).post("/api/chats/", body, format="json")
     assert answer.status_code == 400
-    assert field in answer.json()
+    assert answer.json()["code"] == "invalid"
+    assert field in answer.json()["fields"]
     assert not Chat.objects.filter(owner=member).exists()
 
 
@@ -183,7 +184,8 @@ def test_a_body_within_the_depth_limit_still_parses(member: Any) -> None:
     body = json.dumps({"kdf": [[[]]]})
     answer = client.put("/api/chats/keys/", body, content_type="application/json")
     assert answer.status_code == 400
-    assert "wrapped_master_key" in answer.json()
+    assert answer.json()["code"] == "invalid"
+    assert "wrapped_master_key" in answer.json()["fields"]
 
 
 @pytest.fixture

@@ -1,0 +1,80 @@
+"""REST error bodies with a stable code (DESIGN §11): DRF's ``EXCEPTION_HANDLER``.
+
+Every error DRF handles (its ``APIException`` family, Django's ``Http404`` and
+``PermissionDenied``) answers::
+
+    {"code": "<stable code>", "message": "<human text>", ...}
+
+with DRF's own codes (``not_authenticated``, ``not_found``, ``permission_denied``,
+``parse_error``, ``method_not_allowed``, ``unsupported_media_type``, ``throttled``,
+``invalid``, ...). A validation error adds ``"fields"``: ``{"<field>": ["<message>", ...]}``
+as DRF reports them; a throttled request adds ``"retry_after"`` (whole seconds, also in the
+``Retry-After`` header). An exception whose detail already is such a body (for example
+``invalid_token`` or ``too_deeply_nested``) is sent as it is. Status codes and headers
+(``WWW-Authenticate``, ``Retry-After``) are DRF's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF's handler with the body replaced by :func:`error_body`; None for anything else."""
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
+    response = drf_exception_handler(exc, context)
+    if response is not None and isinstance(exc, exceptions.APIException):
+        response.data = error_body(exc)
+    return response
+
+
+def error_body(exc: exceptions.APIException) -> dict[str, Any]:
+    """The JSON body for ``exc``: ``code`` and ``message``, plus ``fields``/``retry_after``."""
+    detail = exc.detail
+    if isinstance(detail, dict) and "code" in detail and "message" in detail:
+        return {key: str(value) for key, value in detail.items()}
+    if isinstance(exc, exceptions.ValidationError):
+        return _validation_body(detail)
+    codes = exc.get_codes()
+    body: dict[str, Any] = {
+        "code": codes if isinstance(codes, str) else exc.default_code,
+        "message": _text(detail),
+    }
+    wait = getattr(exc, "wait", None)  # Throttled's (the DRF stubs do not declare it)
+    if isinstance(exc, exceptions.Throttled) and wait is not None:
+        body["retry_after"] = math.ceil(wait)
+    return body
+
+
+def _validation_body(detail: Any) -> dict[str, Any]:
+    if not isinstance(detail, dict):
+        return {"code": "invalid", "message": _text(detail)}
+    fields = {name: _plain(errors) for name, errors in detail.items()}
+    problems = [f"{name}: {_text(errors)}" for name, errors in fields.items()]
+    return {"code": "invalid", "message": "; ".join(problems) or "Invalid input.", "fields": fields}
+
+
+def _plain(value: Any) -> Any:
+    """DRF's nested ``ErrorDetail`` lists/dicts as plain JSON values."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return str(value)
+
+
+def _text(value: Any) -> str:
+    """The first message in a (possibly nested) detail, for ``message``."""
+    while isinstance(value, list | dict) and value:
+        value = next(iter(value.values())) if isinstance(value, dict) else value[0]
+    return str(value) if not isinstance(value, list | dict) else "Invalid input."
