@@ -22,12 +22,13 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from accounts.ws_auth import ApiTokenAuthMiddlewareStack  # noqa: E402
 from openmates import gc_tuning  # noqa: E402
 from openmates.routing import websocket_urlpatterns  # noqa: E402
+from openmates.ws_origin import CookieOriginGuard  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(
-            ApiTokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            CookieOriginGuard(ApiTokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),
     }
 )

@@ -8,6 +8,10 @@ from channels.testing import WebsocketCommunicator
 from openmates.asgi import application
 from pipeline.consumers import NOT_FOUND
 
+# The handshake's session middleware closes stale connections of its worker thread, which
+# an earlier test may have left open: that needs database access even here.
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 @pytest.mark.parametrize("path", ["/ws/nope/", "/", "/ws/chat/extra/", "/ws/chat"])
 async def test_a_socket_to_an_unknown_path_is_refused_with_4404(path: str) -> None:
