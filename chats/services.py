@@ -409,6 +409,34 @@ def assistant_reply_keep(
         Message.objects.filter(pk=message_id).update(chat_version=new_version)
 
 
+def user_message_keep(*, chat: Chat, message_id: str, content: str) -> bool:
+    """Keep a user message server-encrypted when its client has not stored it yet.
+
+    A turn ends with the user's text in hand; when the tab closed before its own
+    ``message.store``, this copy (``pending_server_copy``) lets the next load encrypt
+    and store it like a kept reply. A message whose ciphertext is already stored is left
+    alone, and ``message_store`` deletes the copy. Only for client-encrypted chats
+    (server-managed ones keep every message anyway). Returns whether a copy was kept.
+
+    Raises:
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+    """
+    unstored = Message.objects.filter(
+        pk=message_id, chat_id=chat.pk, role=MessageRole.USER, encrypted_content__isnull=True
+    )
+    if chat.mode != ChatMode.CLIENT_ENCRYPTED or not unstored.exists():
+        return False
+    sealed = _seal_text(owner_id=chat.owner_id, object_id=message_id, text=content)
+    with transaction.atomic():
+        _lock_chat(chat.pk)
+        # Under the chat's lock: a message.store that won the race is not overwritten.
+        if not unstored.update(server_content=sealed, updated_at=timezone.now()):
+            return False
+        new_version = _bump_chat(chat.pk)
+        Message.objects.filter(pk=message_id).update(chat_version=new_version)
+    return True
+
+
 def server_message_create(
     *, chat: Chat, message_id: str, role: str, content: str, status: str = MessageStatus.DONE
 ) -> Message:

@@ -505,7 +505,8 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
 
 
 def _messages_finish(request: TurnRequest, result: MainResult, title: str | None) -> None:
-    """One sync call: statuses of both messages, the kept reply, a server-managed title."""
+    """One sync call: statuses of both messages, the kept reply (and user message when
+    its client has not stored it), a server-managed title."""
     status = result.status
     chat = request.chat
     chat_services.message_status_set(message_id=request.message_id, status=status)
@@ -524,6 +525,11 @@ def _messages_finish(request: TurnRequest, result: MainResult, title: str | None
         )
         if title:
             chat_services.server_chat_title_set(chat=chat, title=title)
+    else:
+        # The tab may have closed before storing the user's message itself.
+        chat_services.user_message_keep(
+            chat=chat, message_id=request.message_id, content=request.content
+        )
 
 
 async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.PostprocessDone:

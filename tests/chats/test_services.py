@@ -177,6 +177,32 @@ def test_a_kept_reply_is_server_encrypted_until_the_client_stores_it(chat: Chat)
     assert row.encrypted_content == "AQID"
 
 
+def test_a_user_message_is_kept_only_while_its_client_has_not_stored_it(
+    chat: Chat, keyed_owner: Any
+) -> None:
+    stored_id, unstored_id = _id(), _id()
+    for message_id in (stored_id, unstored_id):
+        services.user_message_accept(chat=chat, message_id=message_id, user=keyed_owner)
+    services.message_store(chat=chat, message_id=stored_id, encrypted_content="AQID", version=0)
+    before = Chat.objects.get(pk=chat.pk).version
+
+    assert not services.user_message_keep(chat=chat, message_id=stored_id, content="mine")
+    assert services.user_message_keep(chat=chat, message_id=unstored_id, content="lost text")
+
+    assert Message.objects.get(pk=stored_id).server_content is None
+    row = Message.objects.get(pk=unstored_id)
+    assert (
+        services.sealed_text_open(
+            owner_id=chat.owner_id, object_id=unstored_id, sealed=row.server_content or b""
+        )
+        == "lost text"
+    )
+    assert row.chat_version == Chat.objects.get(pk=chat.pk).version == before + 1
+    services.message_store(chat=chat, message_id=unstored_id, encrypted_content="AQIE", version=0)
+    row = Message.objects.get(pk=unstored_id)
+    assert (row.server_content, row.encrypted_content, row.version) == (None, "AQIE", 1)
+
+
 def test_message_status_set_moves_a_message_and_the_chat_version(chat: Chat) -> None:
     reply = services.assistant_message_create(chat=chat, message_id=_id())
     before = Chat.objects.get(pk=chat.pk).version

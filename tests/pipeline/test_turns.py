@@ -153,6 +153,83 @@ async def test_a_turn_cancelled_while_queued_can_be_retried_with_its_text(
     assert await state.pending_content_load(user_id=user.pk, message_id=third) is None
 
 
+def _messages_over_rest(user: Any, chat_id: str) -> dict[str, dict[str, Any]]:
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_login(user)
+    answer = client.get(f"/api/chats/{chat_id}/messages/?since=0")
+    assert answer.status_code == 200
+    return {m["message_id"]: m for m in answer.json()["messages"]}
+
+
+async def test_a_user_message_the_tab_never_stored_is_kept_for_the_next_load(
+    ws_client, chat, user, llm_script
+):
+    from tests.pipeline.conftest import envelope
+
+    _first_message_script(llm_script, {"text": "Nice to meet you."})
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Say something nice"
+    )
+    await client.until("postprocess.done")  # the tab never sends its message.store
+    await runtime.registry().wait_idle()
+
+    messages = await sync_to_async(_messages_over_rest)(user, chat.pk)
+    mine = messages[message_id]
+    assert (mine["role"], mine["status"], mine["version"]) == ("user", "done", 0)
+    assert mine["encrypted_content"] is None
+    assert (mine["pending_server_copy"], mine["needs_store"]) == (True, True)
+    assert mine["content"] == "Say something nice"
+
+    # The next load encrypts and stores it; the server copy is then gone.
+    await client.send(
+        type="message.store",
+        chat_id=chat.pk,
+        message_id=message_id,
+        encrypted_content=envelope(),
+        version=0,
+    )
+    stored = await client.recv()
+    assert (stored["type"], stored["message_id"], stored["version"]) == (
+        "message.stored",
+        message_id,
+        1,
+    )
+    mine = (await sync_to_async(_messages_over_rest)(user, chat.pk))[message_id]
+    assert (mine["pending_server_copy"], mine["version"]) == (False, 1)
+    assert "content" not in mine
+    assert (await _row(message_id)).server_content is None
+
+
+async def test_a_user_message_stored_by_its_tab_during_the_turn_gets_no_server_copy(
+    ws_client, chat, user, llm_script
+):
+    from tests.pipeline.conftest import envelope
+
+    _first_message_script(llm_script, {"text": SLOW_PIECES, "delay_s": 0.02})
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Say something nice"
+    )
+    await client.until("message.accepted")
+    await client.send(
+        type="message.store",
+        chat_id=chat.pk,
+        message_id=message_id,
+        encrypted_content=envelope(),
+        version=0,
+    )
+    frames = await client.until("postprocess.done")
+    kinds = [f["type"] for f in frames]
+    assert kinds.index("message.stored") < kinds.index("stream.done")
+    row = await _row(message_id)
+    assert (row.status, row.version, row.server_content) == ("done", 1, None)
+
+
 async def test_another_users_task_cannot_be_cancelled(
     ws_client, chat, user, keyed_user_factory, llm_script
 ):

@@ -96,6 +96,55 @@ def test_answer_streams_is_stored_encrypted_and_comes_back_after_reload(
     assert watched.csp_violations() == []
 
 
+def test_a_message_whose_tab_closed_before_storing_it_comes_back_from_the_server_copy(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    from chats import services
+    from pipeline.ids import new_id
+
+    llm.queue(Turn(pieces=["First answer."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "eve")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "First question")
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('First answer.')")
+    chat = Chat.objects.get(owner__username="eve")
+    assert eventually(
+        lambda: Message.objects.filter(chat=chat, encrypted_content__isnull=False).count() == 2
+    )
+    # A second exchange whose tab closed right after message.send: the turn ended with
+    # neither message stored by the browser, both kept as server copies.
+    asked, answered = new_id(), new_id()
+    services.user_message_accept(chat=chat, message_id=asked, user=chat.owner)
+    services.assistant_message_create(chat=chat, message_id=answered)
+    for message_id in (asked, answered):
+        services.message_status_set(message_id=message_id, status="done")
+    assert services.user_message_keep(chat=chat, message_id=asked, content="Lost question")
+    services.assistant_reply_keep(
+        chat=chat, message_id=answered, content="Kept answer.", model="", usage=None
+    )
+
+    page.reload()
+    unlock(page)
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-user .msg-body:has-text('Lost question')")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Kept answer.')")
+    users = page.locator(".msg-user .msg-body")
+    assert [users.nth(i).inner_text().strip() for i in range(users.count())] == [
+        "First question",
+        "Lost question",
+    ]
+    # The browser stored its own ciphertext of both, so the server copies are gone.
+    assert eventually(
+        lambda: not Message.objects.filter(chat=chat, server_content__isnull=False).exists()
+    )
+    for message_id in (asked, answered):
+        row = Message.objects.get(pk=message_id)
+        assert row.version == 1
+        assert "Lost" not in (row.encrypted_content or "")
+        assert row.encrypted_content
+
+
 def test_title_badges_and_a_follow_up_chip_that_sends(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
 ) -> None:
