@@ -28,6 +28,7 @@ from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from accounts.permissions import SessionOnly, SessionOnlyForWrites
@@ -432,10 +433,14 @@ class UserKeysApi(JsonOnlyApi):
 class AccountDeleteApi(JsonOnlyApi):
     """DELETE with ``{"password": ...}``: delete the account; nothing of it decrypts after.
 
-    Browser sessions only: an API token answers 403 ``session_required``.
+    Browser sessions only: an API token answers 403 ``session_required``. The password
+    check is throttled per user (``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["password"]``,
+    5 a minute by default): past that, 429 ``{"code": "throttled", "retry_after": <s>}``.
     """
 
     permission_classes = [IsAuthenticated, SessionOnly]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "password"
 
     class AccountDeleteSerializer(serializers.Serializer):
         password = serializers.CharField()

@@ -210,6 +210,9 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     # Every error body is {"code": <stable code>, "message": ...} (DESIGN §11).
     "EXCEPTION_HANDLER": "openmates.api_errors.exception_handler",
+    # Views that check the password (throttle_scope "password") allow this many requests
+    # per user; more answer 429 {"code": "throttled"}. Counted in the cache (Redis).
+    "DEFAULT_THROTTLE_RATES": {"password": env_str("PASSWORD_CHECK_RATE", "5/minute")},
 }
 
 # OpenAPI 3 schema of the REST API at /api/schema/ (drf-spectacular; no UI: no CDN).

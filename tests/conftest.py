@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.cache import cache
 
 from tests.factories import UserFactory
 
@@ -29,3 +30,10 @@ def owner(db: Any) -> Any:
 def stranger(db: Any) -> Any:
     """A user with no access to the owner's data."""
     return UserFactory(username="stranger")
+
+
+@pytest.fixture(autouse=True)
+def _throttle_counters_reset() -> None:
+    """Start each test without REST throttle counts (DRF keeps them in the Redis cache)."""
+    delete_pattern: Any = getattr(cache, "delete_pattern")  # noqa: B009 (django-redis only)
+    delete_pattern("throttle_*")
