@@ -58,6 +58,16 @@ def consent_key(chat_id: str) -> str:
     return f"chat:{chat_id}:memory_consent"
 
 
+def pending_text_key(message_id: str) -> str:
+    """A user message's sealed text the pipeline keeps for ``message.retry``."""
+    return f"om:pending:{message_id}"
+
+
+def chat_notes_key(chat_id: str) -> str:
+    """The pipeline's sealed notes on a chat (title, summary, language)."""
+    return f"om:chat:{chat_id}:ai-meta"
+
+
 def lru_key(user_id: int | str) -> str:
     return f"user:{user_id}:chats:ai"
 
@@ -388,8 +398,17 @@ def sync_cache_put(
 # --- Eviction and pruning ------------------------------------------------------------
 
 
-def chat_forget(*, user_id: int | str, chat_id: str, embed_ids: list[str] | None = None) -> None:
-    """Drop every cache entry of one chat (after the chat was deleted)."""
+def chat_forget(
+    *,
+    user_id: int | str,
+    chat_id: str,
+    embed_ids: list[str] | None = None,
+    message_ids: list[str] | None = None,
+) -> None:
+    """Drop every cache entry of one chat (after the chat was deleted).
+
+    ``message_ids``: user messages whose kept text for ``message.retry`` goes too.
+    """
     client = redis_client()
     ids = set(_texts(client.smembers(chat_embeds_key(user_id, chat_id)))) | set(embed_ids or [])
     keys = [
@@ -397,7 +416,9 @@ def chat_forget(*, user_id: int | str, chat_id: str, embed_ids: list[str] | None
         sync_key(user_id, chat_id),
         chat_embeds_key(user_id, chat_id),
         consent_key(chat_id),
+        chat_notes_key(chat_id),
         *(embed_key(e) for e in ids),
+        *(pending_text_key(m) for m in message_ids or []),
     ]
     with client.pipeline(transaction=True) as pipe:
         pipe.delete(*keys)

@@ -223,8 +223,16 @@ def chat_delete(*, chat: Chat) -> None:
         # The chat first (the lock order); the cascade then locks messages and embeds.
         _lock_chat(chat_id)
         embed_ids = list(Embed.objects.filter(chat_id=chat_id).values_list("id", flat=True))
+        # Messages not answered may have their text kept for a retry.
+        unanswered = list(
+            Message.objects.filter(chat_id=chat_id, role=MessageRole.USER)
+            .exclude(status=MessageStatus.DONE)
+            .values_list("id", flat=True)
+        )
         Chat.objects.filter(pk=chat_id).delete()
-    cache.chat_forget(user_id=owner_id, chat_id=chat_id, embed_ids=embed_ids)
+    cache.chat_forget(
+        user_id=owner_id, chat_id=chat_id, embed_ids=embed_ids, message_ids=unanswered
+    )
 
 
 # --- Messages ------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from typing import Any
 import redis.asyncio as aredis
 from django.conf import settings
 
+from chats import cache as chat_cache
 from openmates import crypto, vault
 
 PREFIX = "om:"
@@ -427,7 +428,7 @@ async def chat_meta_load(*, user_id: int | str, chat_id: str) -> dict[str, Any]:
     """The pipeline's notes on a chat: ``{"title"?, "summary"?, "summary_covers"?,
     "language"?}`` (``summary_covers``: the id of the last message the summary covers)."""
     value = await _sealed_json_load(
-        user_id=user_id, key=f"{PREFIX}chat:{chat_id}:ai-meta", object_id=f"{chat_id}:meta"
+        user_id=user_id, key=chat_cache.chat_notes_key(chat_id), object_id=f"{chat_id}:meta"
     )
     return value if isinstance(value, dict) else {}
 
@@ -436,7 +437,7 @@ async def chat_meta_save(*, user_id: int | str, chat_id: str, meta: dict[str, An
     """Replace the pipeline's notes on a chat (sealed, 72 h like the AI cache)."""
     await _sealed_json_save(
         user_id=user_id,
-        key=f"{PREFIX}chat:{chat_id}:ai-meta",
+        key=chat_cache.chat_notes_key(chat_id),
         object_id=f"{chat_id}:meta",
         value=meta,
         ttl_s=CHAT_META_TTL_S,
@@ -444,10 +445,11 @@ async def chat_meta_save(*, user_id: int | str, chat_id: str, meta: dict[str, An
 
 
 async def pending_content_save(*, user_id: int | str, message_id: str, content: str) -> None:
-    """Keep an accepted user message's text (sealed) until its turn is done, for retry."""
+    """Keep an accepted user message's text (sealed) for retry, until it is answered
+    (``pending_content_drop``) or its chat is deleted (``chats.cache.chat_forget``)."""
     await _sealed_json_save(
         user_id=user_id,
-        key=f"{PREFIX}pending:{message_id}",
+        key=chat_cache.pending_text_key(message_id),
         object_id=message_id,
         value={"content": content},
         ttl_s=CHAT_META_TTL_S,
@@ -457,14 +459,14 @@ async def pending_content_save(*, user_id: int | str, message_id: str, content: 
 async def pending_content_load(*, user_id: int | str, message_id: str) -> str | None:
     """The kept text of a user message, or None when it is gone."""
     value = await _sealed_json_load(
-        user_id=user_id, key=f"{PREFIX}pending:{message_id}", object_id=message_id
+        user_id=user_id, key=chat_cache.pending_text_key(message_id), object_id=message_id
     )
     return str(value["content"]) if isinstance(value, dict) and "content" in value else None
 
 
 async def pending_content_drop(message_id: str) -> None:
     """Forget a user message's kept text (its turn is done)."""
-    await redis_client().delete(f"{PREFIX}pending:{message_id}")
+    await redis_client().delete(chat_cache.pending_text_key(message_id))
 
 
 HISTORY_REQUEST_TTL_S = 300

@@ -230,6 +230,28 @@ async def test_a_user_message_stored_by_its_tab_during_the_turn_gets_no_server_c
     assert (row.status, row.version, row.server_content) == ("done", 1, None)
 
 
+async def test_deleting_the_chat_drops_the_kept_text_of_its_unanswered_message(
+    ws_client, chat, user
+):
+    from chats import services
+
+    message_id = new_id()
+
+    def cancelled() -> None:
+        services.user_message_accept(chat=chat, message_id=message_id, user=user)
+        services.message_status_set(message_id=message_id, status="cancelled")
+
+    await sync_to_async(cancelled)()
+    await state.pending_content_save(user_id=user.pk, message_id=message_id, content="Kept")
+    await state.chat_meta_save(user_id=user.pk, chat_id=chat.pk, meta={"title": "Kept"})
+    assert await state.pending_content_load(user_id=user.pk, message_id=message_id) == "Kept"
+    client = await ws_client(user)
+    await client.send(type="chat.delete", chat_id=chat.pk)
+    assert (await client.recv())["type"] == "chat.deleted"
+    assert await state.pending_content_load(user_id=user.pk, message_id=message_id) is None
+    assert await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk) == {}
+
+
 async def test_another_users_task_cannot_be_cancelled(
     ws_client, chat, user, keyed_user_factory, llm_script
 ):
