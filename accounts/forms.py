@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib.auth import get_user_model, password_validation
+from django.contrib.auth import authenticate, get_user_model, password_validation
 from django.contrib.auth.forms import AuthenticationForm, UsernameField
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.validators import MaxLengthValidator
+from django.http import HttpRequest
 
 # Longest password accepted at sign-up (hashing a megabyte-long one is a cheap DoS).
 PASSWORD_MAX_LENGTH = 1024
@@ -95,19 +96,28 @@ class SignUpForm(forms.Form):
 
 
 class PasswordConfirmForm(forms.Form):
-    """The account password, to confirm a destructive action or compare with a passphrase."""
+    """The account password, to confirm a destructive action or compare with a passphrase.
+
+    Checked through ``authenticate()`` with the request, so django-axes counts a wrong
+    password like a failed sign-in and, after ``AXES_FAILURE_LIMIT``, its middleware
+    answers with the lockout page (429) instead: the form is no unthrottled oracle.
+    """
 
     password = forms.CharField(
         strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "current-password"})
     )
 
-    def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, user: AbstractBaseUser, request: HttpRequest, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
+        self.request = request
 
     def clean_password(self) -> str:
         password: str = self.cleaned_data["password"]
-        if not self.user.check_password(password):
+        checked = authenticate(self.request, username=self.user.get_username(), password=password)
+        if checked is None or checked.pk != self.user.pk:
             raise forms.ValidationError("That is not your password.")
         return password
 

@@ -115,9 +115,10 @@ def password_verify(request: HttpRequest) -> JsonResponse:
 
 @login_required
 def account_delete(request: HttpRequest) -> HttpResponse:
-    """Delete the account after the password and a typed confirmation."""
+    """Delete the account after the password (throttled by axes like a sign-in) and a typed
+    confirmation."""
     user = cast("User", request.user)
-    form: Form = AccountDeleteForm(request.POST or None, user=user)
+    form: Form = AccountDeleteForm(request.POST or None, user=user, request=request)
     if request.method == "POST" and form.is_valid():
         try:
             services.account_delete(user=user)

@@ -202,6 +202,27 @@ def test_account_delete_with_confirmation_deletes_and_signs_out(client: Client, 
     assert "_auth_user_id" not in client.session
 
 
+def test_account_delete_password_guesses_are_locked_out_like_sign_ins(
+    client: Client, owner: Any
+) -> None:
+    client.force_login(owner)
+    guesses = [
+        client.post("/accounts/delete/", {"password": f"guess {n}", "confirm": "DELETE"})
+        for n in range(5)
+    ]
+    # AXES_FAILURE_LIMIT (5): the fifth failure already answers with the lockout page.
+    assert [g.status_code for g in guesses] == [200, 200, 200, 200, 429]
+    assert b"That is not your password." in guesses[0].content
+
+    response = client.post(
+        "/accounts/delete/", {"password": "correct horse battery staple", "confirm": "DELETE"}
+    )
+
+    assert response.status_code == 429
+    assert b"Too many failed sign-ins" in response.content
+    assert get_user_model().objects.filter(pk=owner.pk).exists()
+
+
 def test_form_post_with_null_origin_passes_when_the_browser_says_same_origin(
     owner: Any,
 ) -> None:
