@@ -6,8 +6,8 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import authenticate, get_user_model, password_validation
-from django.contrib.auth.forms import AuthenticationForm, UsernameField
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm, UsernameField
+from django.contrib.auth.models import AbstractBaseUser, User
 from django.core.validators import MaxLengthValidator
 from django.http import HttpRequest
 
@@ -143,3 +143,26 @@ class ApiTokenCreateForm(forms.Form):
     expires_days = forms.IntegerField(
         required=False, min_value=1, max_value=3650, label="Expires after (days, optional)"
     )
+
+
+class ThrottledPasswordChangeForm(PasswordChangeForm):
+    """Django's password change, its old-password check throttled by django-axes.
+
+    The old password goes through ``authenticate()`` with the request, as in
+    :class:`PasswordConfirmForm`, so guessing it locks out like failed sign-ins.
+    """
+
+    def __init__(self, user: User, *args: Any, request: HttpRequest, **kwargs: Any) -> None:
+        super().__init__(user, *args, **kwargs)
+        self.request = request
+
+    def clean_old_password(self) -> str:
+        old_password: str = self.cleaned_data["old_password"]
+        checked = authenticate(
+            self.request, username=self.user.get_username(), password=old_password
+        )
+        if checked is None or checked.pk != self.user.pk:
+            raise forms.ValidationError(
+                self.error_messages["password_incorrect"], code="password_incorrect"
+            )
+        return old_password

@@ -24,7 +24,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts import services
-from accounts.forms import AccountDeleteForm, ApiTokenCreateForm, SignInForm, SignUpForm
+from accounts.forms import (
+    AccountDeleteForm,
+    ApiTokenCreateForm,
+    SignInForm,
+    SignUpForm,
+    ThrottledPasswordChangeForm,
+)
 from accounts.selectors import api_token_get_for_user, api_tokens_for_user, signup_target_get
 from instances.models import InstanceMember
 from openmates.vault import VaultError
@@ -87,10 +93,15 @@ def sign_out(request: HttpRequest) -> HttpResponse:
 
 
 class PasswordChange(PasswordChangeView):
-    """Change the login password; the user's other sessions and sockets end."""
+    """Change the login password (the old one checked as a throttled sign-in); the user's
+    other sessions and sockets end."""
 
     template_name = "accounts/password_change.html"
     success_url = reverse_lazy("home")
+    form_class = ThrottledPasswordChangeForm
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        return {**super().get_form_kwargs(), "request": self.request}
 
     def form_valid(self, form: Any) -> HttpResponse:
         response = super().form_valid(form)

@@ -177,6 +177,24 @@ def test_password_change_keeps_this_session_and_closes_sockets(client: Client, o
     assert async_to_sync(layer.receive)(channel)["code"] == 4401
 
 
+def test_password_change_old_password_guesses_are_locked_out(client: Client, owner: Any) -> None:
+    client.force_login(owner)
+    new = {"new_password1": "another long secret 42", "new_password2": "another long secret 42"}
+    guesses = [
+        client.post("/accounts/password/", {"old_password": f"guess {n}", **new}) for n in range(5)
+    ]
+    assert [g.status_code for g in guesses] == [200, 200, 200, 200, 429]
+    assert b"Your old password was entered incorrectly." in guesses[0].content
+
+    response = client.post(
+        "/accounts/password/", {"old_password": "correct horse battery staple", **new}
+    )
+
+    assert response.status_code == 429
+    owner.refresh_from_db()
+    assert owner.check_password("correct horse battery staple")
+
+
 def test_account_delete_needs_the_typed_confirmation(client: Client, owner: Any) -> None:
     client.force_login(owner)
 
