@@ -43,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ROOT = Path(__file__).resolve().parent.parent
+SETTLE_S = 3.0
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -300,6 +301,9 @@ async def _drive(port: int, users: list[tuple[str, str]], args: argparse.Namespa
     rate = await _relay(first, args.tokens * 4, per_chunk=8)
     print(f"relay_tokens_per_s_8_token_chunks: {rate:,.0f}", flush=True)
     for streams in args.streams:
+        # Each figure on its own: let the previous phase's after-work (post-processing,
+        # LiteLLM's end-of-stream rebuild of a 10,000-chunk answer) finish first.
+        await asyncio.sleep(SETTLE_S)
         clients = [Client(port, *users[n]) for n in range(streams)]
         for batch in range(0, streams, 50):
             await asyncio.gather(*(c.open() for c in clients[batch : batch + 50]))
