@@ -20,7 +20,8 @@ import math
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -78,3 +79,13 @@ def _text(value: Any) -> str:
     while isinstance(value, list | dict) and value:
         value = next(iter(value.values())) if isinstance(value, dict) else value[0]
     return str(value) if not isinstance(value, list | dict) else "Invalid input."
+
+
+def server_error(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """Django's ``handler500``: JSON ``{"code": "internal", ...}`` under ``/api/``, else
+    Django's own error page. Django has logged the exception before calling this."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {"code": "internal", "message": "Something went wrong on the server."}, status=500
+        )
+    return defaults.server_error(request)

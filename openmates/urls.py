@@ -20,3 +20,6 @@ urlpatterns = [
     path("api/account/", AccountDeleteApi.as_view(), name="account-delete"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
+
+# Unexpected errors under /api/ answer JSON with a stable code too (DESIGN §11).
+handler500 = "openmates.api_errors.server_error"

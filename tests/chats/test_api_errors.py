@@ -249,3 +249,30 @@ def test_throttled_and_custom_codes() -> None:
         "code": "invalid",
         "message": "whole body is wrong",
     }
+
+
+def test_an_unexpected_error_under_api_is_json_internal(
+    keyed_owner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chats import api
+
+    def broken(self: Any, request: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(api.ChatListApi, "get", broken)
+    client = _client(keyed_owner)
+    client.raise_request_exception = False
+    response = client.get("/api/chats/")
+    assert response.status_code == 500
+    assert response.json() == {
+        "code": "internal",
+        "message": "Something went wrong on the server.",
+    }
+
+
+def test_an_unexpected_error_outside_api_keeps_djangos_page(rf: Any) -> None:
+    from openmates.api_errors import server_error
+
+    response = server_error(rf.get("/chats/"))
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("text/html")
