@@ -446,7 +446,8 @@ class TurnRegistry:
     ) -> list[dict[str, Any]] | None:
         """Add a subscriber; return the catch-up frames it must get first (None: no turn).
 
-        ``resume``: a ``stream.snapshot`` only; otherwise (a socket following a turn it
+        ``resume``: a ``stream.snapshot`` only (plus the turn's ``request_chat_history``
+        while it still waits for the history); otherwise (a socket following a turn it
         learnt about from the user's group) the turn's lifecycle frames so far, then a
         snapshot when text already went out.
         """
@@ -456,6 +457,12 @@ class TurnRegistry:
         catch_up = [] if resume else list(turn.lifecycle)
         if resume or turn.sequence:
             catch_up.append(self._snapshot_frame(turn))
+        if resume:
+            # A turn still waiting for the chat's history asks the resuming socket again
+            # (the socket it first asked may be gone: a closed tab, a reconnect).
+            asked = [f for f in turn.lifecycle if f["type"] == "request_chat_history"]
+            if asked and not turn.control.history.is_set():
+                catch_up.append(asked[-1])
         if local is not None and local not in turn.local:
             turn.local.append(local)
         if remote is not None:

@@ -159,6 +159,53 @@ async def test_cache_miss_asks_the_client_for_history_then_answers(
     assert contents[-3:] == ["Capital of France?", "Paris.", "Are you sure?"]
 
 
+async def test_a_history_request_whose_socket_closed_is_asked_again_on_resume(
+    ws_client, chat, user, llm_script
+):
+    from chats import services
+
+    old_user, old_reply = new_id(), new_id()
+
+    def seed() -> None:
+        services.user_message_accept(chat=chat, message_id=old_user, user=user)
+        services.message_status_set(message_id=old_user, status="done")
+        services.assistant_message_create(chat=chat, message_id=old_reply)
+        services.message_status_set(message_id=old_reply, status="done")
+
+    await sync_to_async(seed)()
+    llm_script.reply(text="Still Paris.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    first = await ws_client(user)
+    await first.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="Are you sure?"
+    )
+    request = (await first.until("request_chat_history"))[-1]
+    await first.close()  # the tab closed before it answered
+
+    second = await ws_client(user, expect_active=False)
+    active = await second.recv()
+    assert active["type"] == "task.active"
+    (task,) = active["tasks"]
+    await second.send(
+        type="stream.resume", chat_id=chat.pk, task_id=task["task_id"], last_sequence=0
+    )
+    frames = await second.until("request_chat_history")
+    assert _types(frames) == ["stream.snapshot", "request_chat_history"]
+    assert frames[-1]["request_id"] == request["request_id"]
+    await second.send(
+        type="chat.history",
+        chat_id=chat.pk,
+        request_id=request["request_id"],
+        messages=[
+            {"message_id": old_user, "role": "user", "content": "Capital of France?"},
+            {"message_id": old_reply, "role": "assistant", "content": "Paris."},
+        ],
+    )
+    frames = await second.until("stream.done")
+    assert frames[-1]["status"] == "done"
+    assert frames[-1]["content"] == "Still Paris."
+
+
 async def test_calculator_question_shows_a_tool_card_then_the_answer(
     ws_client, chat, user, llm_script
 ):
