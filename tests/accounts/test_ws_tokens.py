@@ -237,3 +237,46 @@ def test_seconds_left_names_the_token_expiry_only() -> None:
     left = token_seconds_left({SCOPE_TOKEN_ID: 1, SCOPE_TOKEN_EXPIRES_AT: now + timedelta(hours=1)})
     assert left is not None
     assert 3590 < left <= 3600
+
+
+@pytest.mark.parametrize("change", ["deactivate", "new_password", "delete"])
+async def test_changes_made_outside_the_account_pages_close_the_users_sockets(
+    open_socket: Any, django_user_model: Any, change: str
+) -> None:
+    # The admin's password reset or deactivation, changepassword, a shell: no account
+    # page runs, yet the user's sign-in is no longer valid.
+    user = await sync_to_async(django_user_model.objects.create_user)("mallory", password="x")
+    _, raw = await _token(user)
+    cookie = await sync_to_async(session_cookie)(user)
+    token_socket, _, _ = await open_socket([ORIGIN, _bearer(raw)])
+    browser, _, _ = await open_socket([ORIGIN, (b"cookie", cookie)])
+    for communicator in (token_socket, browser):
+        assert (await _first_frame(communicator))["type"] == "task.active"
+
+    def apply() -> None:
+        if change == "delete":
+            user.delete()
+            return
+        if change == "deactivate":
+            user.is_active = False
+        else:
+            user.set_password("a new one")
+        user.save()
+
+    await sync_to_async(apply)()
+
+    for communicator in (token_socket, browser):
+        closed = await communicator.receive_output(timeout=TIMEOUT_S)
+        assert closed == {"type": "websocket.close", "code": 4401}
+
+
+async def test_an_ordinary_save_of_the_user_leaves_the_sockets_open(
+    open_socket: Any, owner: Any
+) -> None:
+    _, raw = await _token(owner)
+    communicator, _, _ = await open_socket([ORIGIN, _bearer(raw)])
+    assert (await _first_frame(communicator))["type"] == "task.active"
+    owner.first_name = "Olive"
+    await sync_to_async(owner.save)()
+    await communicator.send_to(text_data=json.dumps({"type": "ping", "ts": 3}))
+    assert await _first_frame(communicator) == {"type": "pong", "ts": 3}
