@@ -97,6 +97,18 @@ class JsonOnlyApi(APIView):
 
     parser_classes = [StrictJSONParser]
 
+    def get_authenticate_header(self, request: Request) -> str:
+        """The first authenticator's challenge that exists (the API token's ``Bearer``).
+
+        DRF asks only the first class, the session, which has none, and then turns "no
+        credentials" into 403; with a challenge it is 401, as HTTP means it.
+        """
+        for authenticator in self.get_authenticators():
+            header = authenticator.authenticate_header(request)
+            if header:
+                return str(header)
+        return ""
+
 
 class Uuid7Field(serializers.CharField):
     """A lowercase UUIDv7 string (CRYPTO.md §1), exactly as the WebSocket protocol takes it."""

@@ -89,3 +89,11 @@ def server_error(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpRespons
             {"code": "internal", "message": "Something went wrong on the server."}, status=500
         )
     return defaults.server_error(request)
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's ``handler404``: JSON ``{"code": "not_found", ...}`` under ``/api/`` (an
+    unknown route), else Django's own page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"code": "not_found", "message": "No such API route."}, status=404)
+    return defaults.page_not_found(request, exception)

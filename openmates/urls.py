@@ -21,5 +21,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
 
-# Unexpected errors under /api/ answer JSON with a stable code too (DESIGN §11).
+# Unknown routes and unexpected errors under /api/ answer JSON with a stable code too
+# (DESIGN §11).
+handler404 = "openmates.api_errors.page_not_found"
 handler500 = "openmates.api_errors.server_error"

@@ -263,8 +263,10 @@ def test_the_session_is_tried_first_and_a_bad_token_is_never_anonymous(owner: An
     _assert_invalid_token(client.get("/api/chats/"))
 
 
-def test_without_credentials_the_api_still_answers_403(db: Any) -> None:
-    assert APIClient().get("/api/chats/").status_code == 403
+def test_without_credentials_the_api_answers_401_with_the_bearer_challenge(db: Any) -> None:
+    answer = APIClient().get("/api/chats/")
+    assert answer.status_code == 401
+    assert answer["WWW-Authenticate"].startswith("Bearer")
 
 
 # --- management commands -----------------------------------------------------------------

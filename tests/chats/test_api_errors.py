@@ -56,7 +56,7 @@ def chat(keyed_owner: Any, chat_instance: Any) -> Chat:
 
 def test_no_credentials_is_not_authenticated(db: Any) -> None:
     answer = APIClient().get("/api/chats/")
-    assert answer.status_code == 403
+    assert answer.status_code == 401
     assert answer.json() == {
         "code": "not_authenticated",
         "message": "Authentication credentials were not provided.",
@@ -276,3 +276,12 @@ def test_an_unexpected_error_outside_api_keeps_djangos_page(rf: Any) -> None:
     response = server_error(rf.get("/chats/"))
     assert response.status_code == 500
     assert response["Content-Type"].startswith("text/html")
+
+
+def test_an_unknown_api_route_is_json_not_found(keyed_owner: Any) -> None:
+    answer = _client(keyed_owner).get("/api/nonexistent/")
+    assert answer.status_code == 404
+    assert answer.json() == {"code": "not_found", "message": "No such API route."}
+    page = APIClient().get("/no-such-page/")
+    assert page.status_code == 404
+    assert page["Content-Type"].startswith("text/html")
