@@ -439,6 +439,20 @@ def memory_categories(text: str) -> tuple[str, ...]:
 
 # --- safety -------------------------------------------------------------------------------
 
+# English, German, French, Spanish, Italian, Portuguese, Dutch, Russian, Polish, Turkish.
+_EXPLOSIVE_TERMS = (
+    r"\w*bomb\w*|explosi\w*|sprengstoff\w*|sprengsatz\w*|nervengas|sarin|ricin|anthrax"
+    r"|бомб\w*|взрывчатк\w*|взрывн\w*|patlay\u0131c\u0131\w*"
+)
+_KILL_TERMS = (
+    r"\bkill\w*|\bmurder\w*|töten|umbringen|ermorden|\btuer\b|\bassassiner|\bmatar\b"
+    r"|\basesinar|\buccidere|\bdoden\b|\bvermoorden|убить|убивать|\bzabić|öldürmek"
+)
+# Digits and symbols written for letters ("p1pe b0mb", "k1ll") read as the letters.
+_LEET = str.maketrans(
+    {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s"}
+)
+
 _HARMFUL_RULES: tuple[tuple[float, re.Pattern[str]], ...] = (
     (
         9.0,
@@ -455,6 +469,16 @@ _HARMFUL_RULES: tuple[tuple[float, re.Pattern[str]], ...] = (
             r"\b(how (do|can) i|best way to)\b.{0,30}\b(kill|murder|poison)\b.{0,30}"
             r"\b(someone|a person|my|him|her|people)\b",
             re.I,
+        ),
+    ),
+    (
+        9.0,
+        # Any language the heuristics cover: an explosive or mass-harm agent near killing.
+        # (Compounds count: "Rohrbombe", "Autobombe".)
+        re.compile(
+            rf"(?:{_EXPLOSIVE_TERMS}).{{0,80}}(?:{_KILL_TERMS})"
+            rf"|(?:{_KILL_TERMS}).{{0,80}}(?:{_EXPLOSIVE_TERMS})",
+            re.I | re.S,
         ),
     ),
     (4.0, re.compile(r"\b(weapon|explosive|poison|overdose|kill|suicide)\b", re.I)),
@@ -501,8 +525,13 @@ class SafetyScores:
 
 
 def heuristic_safety(text: str) -> SafetyScores:
-    """Keyword scores 0-10 for ``harmful`` and ``misuse``."""
-    return SafetyScores(harmful=_score(text, _HARMFUL_RULES), misuse=_score(text, _MISUSE_RULES))
+    """Keyword scores 0-10 for ``harmful`` and ``misuse`` (the higher of the text as
+    written and with look-alike digits read as letters)."""
+    plain = text.translate(_LEET)
+    return SafetyScores(
+        harmful=max(_score(text, _HARMFUL_RULES), _score(plain, _HARMFUL_RULES)),
+        misuse=max(_score(text, _MISUSE_RULES), _score(plain, _MISUSE_RULES)),
+    )
 
 
 SAFETY_SCHEMA: dict[str, Any] = {
