@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import os
 from typing import Any
 
 import pytest
@@ -16,23 +14,13 @@ from chats.models import Chat, Message, UserKeys
 from instances.models import InstanceMember
 from openmates import crypto, vault
 from pipeline.ids import new_id
+from tests.chats.rest import client_envelope, signed_in_client
 
 CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 
 
 def _id() -> str:
     return new_id()
-
-
-def _envelope(body: bytes = b"ciphertext and tag") -> str:
-    """Standard base64 of a CRYPTO.md §3 envelope (version 1, key id, iv, body >= tag)."""
-    return base64.b64encode(b"\x01" + os.urandom(8) + os.urandom(12) + body.ljust(16)).decode()
-
-
-def _client(user: Any) -> APIClient:
-    client = APIClient()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -42,7 +30,7 @@ def chat(keyed_owner: Any, chat_instance: Any) -> Chat:
         chat_id=_id(),
         instance=chat_instance,
         encrypted_chat_key=CHAT_KEY,
-        encrypted_title=_envelope(b"title"),
+        encrypted_title=client_envelope(b"title"),
     )
 
 
@@ -58,7 +46,7 @@ def test_list_is_newest_first_paginated_and_only_mine(
     services.chat_create(
         user=stranger, chat_id=_id(), instance=chat_instance, encrypted_chat_key=CHAT_KEY
     )
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     first = client.get("/api/chats/", {"page_size": 2}).json()
     assert [c["chat_id"] for c in first["results"]] == [ids[2], ids[1]]
     assert first["results"][0]["encrypted_chat_key"] == CHAT_KEY
@@ -68,7 +56,7 @@ def test_list_is_newest_first_paginated_and_only_mine(
 
 
 def test_another_users_chat_is_404_everywhere(chat: Chat, stranger: Any) -> None:
-    client = _client(stranger)
+    client = signed_in_client(stranger)
     base = f"/api/chats/{chat.pk}/"
     message_id = _id()
     assert client.get(base).status_code == 404
@@ -88,7 +76,7 @@ def test_another_users_chat_is_404_everywhere(chat: Chat, stranger: Any) -> None
 
 
 def test_create_needs_membership_of_the_instance(keyed_owner: Any, chat_instance: Any) -> None:
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     body = {"chat_id": _id(), "instance": chat_instance.slug, "encrypted_chat_key": CHAT_KEY}
     assert client.post("/api/chats/", body, format="json").status_code == 404
     InstanceMember.objects.create(instance=chat_instance, user=keyed_owner, role="member")
@@ -101,7 +89,7 @@ def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner
     first, _ = services.user_message_accept(chat=chat, message_id=_id(), user=keyed_owner)
     mark = Chat.objects.get(pk=chat.pk).version
     second, _ = services.user_message_accept(chat=chat, message_id=_id(), user=keyed_owner)
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     listed = client.get(f"/api/chats/{chat.pk}/messages/", {"since": mark}).json()
     assert [m["message_id"] for m in listed["messages"]] == [second.pk]
     reply = services.assistant_message_create(chat=chat, message_id=_id())
@@ -113,7 +101,7 @@ def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner
     assert kept[-1]["content"] == "not stored yet"
     assert kept[-1]["needs_store"] is True
     url = f"/api/chats/{chat.pk}/messages/{first.pk}/"
-    content, other = _envelope(b"first"), _envelope(b"other")
+    content, other = client_envelope(b"first"), client_envelope(b"other")
     stored = client.put(url, {"encrypted_content": content, "version": 0}, format="json")
     assert stored.status_code == 200
     assert stored.json()["version"] == 1
@@ -127,17 +115,21 @@ def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner
 
 
 def test_chat_patch_conflicts_on_a_stale_version(chat: Chat, keyed_owner: Any) -> None:
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     url = f"/api/chats/{chat.pk}/"
-    ok = client.patch(url, {"version": 1, "encrypted_title": _envelope(b"new")}, format="json")
+    ok = client.patch(
+        url, {"version": 1, "encrypted_title": client_envelope(b"new")}, format="json"
+    )
     assert ok.status_code == 200
     assert ok.json()["meta_version"] == 2
-    stale = client.patch(url, {"version": 1, "encrypted_title": _envelope(b"old")}, format="json")
+    stale = client.patch(
+        url, {"version": 1, "encrypted_title": client_envelope(b"old")}, format="json"
+    )
     assert stale.status_code == 409
 
 
 def test_user_keys_are_stored_wrapped_and_replaced_by_version(keyed_owner: Any) -> None:
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     assert client.get("/api/chats/keys/").status_code == 404
     keys: dict[str, Any] = {
         "wrapped_master_key": "AQID",
@@ -188,7 +180,7 @@ def test_account_deletion_leaves_nothing_decryptable(chat: Chat, keyed_owner: An
         recovery_key_id="b",
         kdf={"name": "PBKDF2"},
     )
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     refused = client.delete("/api/account/", {"password": "wrong"}, format="json")
     assert refused.status_code == 403
     response = client.delete(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from chats.models import Chat, Message, UserKeys
 from instances.models import InstanceMember
 from openmates.api_errors import error_body, exception_handler
 from pipeline.ids import new_id
+from tests.chats.rest import client_envelope, signed_in_client
 
 CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 KEYS: dict[str, Any] = {
@@ -34,16 +34,6 @@ KEYS: dict[str, Any] = {
 # Path ids that can name nothing: NUL (PostgreSQL refuses it in text), not a UUID,
 # upper-case, a UUIDv4, a UUIDv7 without dashes.
 BAD_IDS = ["%00", "x%00y", "not-an-id", "UPPER", "0190a7c4-1b2e-4c3d-8e4f-5a6b7c8d9e0f"]
-
-
-def _envelope(body: bytes = b"ciphertext and tag") -> str:
-    return base64.b64encode(b"\x01" + os.urandom(8) + os.urandom(12) + body.ljust(16)).decode()
-
-
-def _client(user: Any) -> APIClient:
-    client = APIClient()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -64,7 +54,7 @@ def test_no_credentials_is_not_authenticated(db: Any) -> None:
 
 
 def test_an_unknown_chat_is_not_found(chat: Chat, keyed_owner: Any) -> None:
-    answer = _client(keyed_owner).get(f"/api/chats/{new_id()}/")
+    answer = signed_in_client(keyed_owner).get(f"/api/chats/{new_id()}/")
     assert answer.status_code == 404
     assert answer.json() == {"code": "not_found", "message": "chat not found"}
 
@@ -73,8 +63,8 @@ def test_an_unknown_chat_is_not_found(chat: Chat, keyed_owner: Any) -> None:
 def test_a_chat_id_that_is_not_a_uuid7_is_not_found_everywhere(
     chat: Chat, keyed_owner: Any, bad: str
 ) -> None:
-    client = _client(keyed_owner)
-    body = {"encrypted_content": _envelope(), "version": 0}
+    client = signed_in_client(keyed_owner)
+    body = {"encrypted_content": client_envelope(), "version": 0}
     answers = [
         client.get(f"/api/chats/{bad}/"),
         client.patch(f"/api/chats/{bad}/", {"version": 1}, format="json"),
@@ -93,8 +83,8 @@ def test_a_chat_id_that_is_not_a_uuid7_is_not_found_everywhere(
 def test_message_and_embed_ids_that_are_not_uuid7_are_not_found(
     chat: Chat, keyed_owner: Any, bad: str
 ) -> None:
-    client = _client(keyed_owner)
-    body = {"encrypted_content": _envelope(), "version": 0}
+    client = signed_in_client(keyed_owner)
+    body = {"encrypted_content": client_envelope(), "version": 0}
 
     message = client.put(f"/api/chats/{chat.pk}/messages/{bad}/", body, format="json")
     embed = client.put(f"/api/chats/{chat.pk}/embeds/{bad}/", body, format="json")
@@ -120,7 +110,7 @@ def test_message_and_embed_ids_that_are_not_uuid7_are_not_found(
     ],
 )
 def test_a_bad_cursor_is_not_found(chat: Chat, keyed_owner: Any, cursor: str) -> None:
-    answer = _client(keyed_owner).get("/api/chats/", {"cursor": cursor})
+    answer = signed_in_client(keyed_owner).get("/api/chats/", {"cursor": cursor})
     assert answer.status_code == 404
     assert answer.json() == {"code": "not_found", "message": "Invalid cursor"}
 
@@ -132,14 +122,14 @@ def test_a_real_cursor_still_pages(keyed_owner: Any, chat_instance: Any) -> None
         ).pk
         for _ in range(2)
     ]
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     first = client.get("/api/chats/", {"page_size": 1}).json()
     second = client.get(first["next"]).json()
     assert [first["results"][0]["chat_id"], second["results"][0]["chat_id"]] == made[::-1]
 
 
 def test_a_body_that_is_not_json_is_a_parse_error(keyed_owner: Any) -> None:
-    answer = _client(keyed_owner).post("/api/chats/", "{", content_type="application/json")
+    answer = signed_in_client(keyed_owner).post("/api/chats/", "{", content_type="application/json")
     assert answer.status_code == 400
     assert answer.json()["code"] == "parse_error"
     assert answer.json()["message"].startswith("JSON parse error")
@@ -147,7 +137,7 @@ def test_a_body_that_is_not_json_is_a_parse_error(keyed_owner: Any) -> None:
 
 
 def test_a_missing_field_is_invalid_with_field_errors(keyed_owner: Any) -> None:
-    answer = _client(keyed_owner).delete("/api/account/", {}, format="json")
+    answer = signed_in_client(keyed_owner).delete("/api/account/", {}, format="json")
     assert answer.status_code == 400
     assert answer.json() == {
         "code": "invalid",
@@ -157,7 +147,7 @@ def test_a_missing_field_is_invalid_with_field_errors(keyed_owner: Any) -> None:
 
 
 def test_nested_field_errors_stay_under_fields(keyed_owner: Any) -> None:
-    answer = _client(keyed_owner).put(
+    answer = signed_in_client(keyed_owner).put(
         "/api/chats/keys/", {**KEYS, "kdf": ["PBKDF2"], "master_key_id": 7 * "AAAA"}, format="json"
     )
     assert answer.status_code == 400
@@ -175,14 +165,16 @@ def test_nested_field_errors_stay_under_fields(keyed_owner: Any) -> None:
 
 def test_a_nul_inside_the_kdf_is_refused_not_a_500(keyed_owner: Any) -> None:
     kdf = {**KEYS["kdf"], "note": ["a\x00b"]}
-    answer = _client(keyed_owner).put("/api/chats/keys/", {**KEYS, "kdf": kdf}, format="json")
+    answer = signed_in_client(keyed_owner).put(
+        "/api/chats/keys/", {**KEYS, "kdf": kdf}, format="json"
+    )
     assert answer.status_code == 400
     assert answer.json()["fields"] == {"kdf": ["must be a JSON object without NUL characters"]}
     assert not UserKeys.objects.filter(user=keyed_owner).exists()
 
 
 def test_versions_beyond_a_bigint_are_refused_not_a_500(chat: Chat, keyed_owner: Any) -> None:
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     patched = client.patch(f"/api/chats/{chat.pk}/", {"version": 2**63}, format="json")
     since = client.get(f"/api/chats/{chat.pk}/messages/", {"since": str(2**63)})
 
@@ -196,7 +188,7 @@ def test_versions_beyond_a_bigint_are_refused_not_a_500(chat: Chat, keyed_owner:
 
 
 def test_wrong_method_and_media_type_have_codes(keyed_owner: Any) -> None:
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     wrong_method = client.post("/api/chats/keys/", KEYS, format="json")
     form = client.post("/api/chats/", {"chat_id": new_id()})
     assert (wrong_method.status_code, wrong_method.json()) == (
@@ -260,7 +252,7 @@ def test_an_unexpected_error_under_api_is_json_internal(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(api.ChatListApi, "get", broken)
-    client = _client(keyed_owner)
+    client = signed_in_client(keyed_owner)
     client.raise_request_exception = False
     response = client.get("/api/chats/")
     assert response.status_code == 500
@@ -279,7 +271,7 @@ def test_an_unexpected_error_outside_api_keeps_djangos_page(rf: Any) -> None:
 
 
 def test_an_unknown_api_route_is_json_not_found(keyed_owner: Any) -> None:
-    answer = _client(keyed_owner).get("/api/nonexistent/")
+    answer = signed_in_client(keyed_owner).get("/api/nonexistent/")
     assert answer.status_code == 404
     assert answer.json() == {"code": "not_found", "message": "No such API route."}
     page = APIClient().get("/no-such-page/")

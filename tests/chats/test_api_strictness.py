@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from rest_framework.test import APIClient
 
 from chats import services
 from chats.models import Chat, UserKeys
@@ -18,6 +16,7 @@ from instances.models import InstanceMember
 from openmates import crypto, ids, vault
 from pipeline import protocol
 from pipeline.ids import new_id
+from tests.chats.rest import client_envelope, signed_in_client
 
 KDF = {
     "name": "PBKDF2",
@@ -25,16 +24,6 @@ KDF = {
     "iterations": 600000,
     "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
 }
-
-
-def _envelope(body: bytes = b"ciphertext and tag") -> str:
-    return base64.b64encode(b"\x01" + os.urandom(8) + os.urandom(12) + body.ljust(16)).decode()
-
-
-def _client(user: Any) -> APIClient:
-    client = APIClient()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -47,7 +36,7 @@ def _create_body(chat_instance: Any, **overrides: Any) -> dict[str, Any]:
     return {
         "chat_id": new_id(),
         "instance": chat_instance.slug,
-        "encrypted_chat_key": _envelope(b"chat key"),
+        "encrypted_chat_key": client_envelope(b"chat key"),
         **overrides,
     }
 
@@ -70,7 +59,7 @@ def test_create_refuses_what_the_protocol_refuses(
     member: Any, chat_instance: Any, field: str, value: Any
 ) -> None:
     body = _create_body(chat_instance, **{field: value})
-    answer = _client(member).post("/api/chats/", body, format="json")
+    answer = signed_in_client(member).post("/api/chats/", body, format="json")
     assert answer.status_code == 400
     assert answer.json()["code"] == "invalid"
     assert field in answer.json()["fields"]
@@ -80,10 +69,10 @@ def test_create_refuses_what_the_protocol_refuses(
 def test_create_takes_a_uuid7_and_envelopes_as_the_protocol_does(
     member: Any, chat_instance: Any
 ) -> None:
-    body = _create_body(chat_instance, encrypted_title=_envelope(b"title"))
+    body = _create_body(chat_instance, encrypted_title=client_envelope(b"title"))
     frame = protocol.ChatCreate.model_validate({"type": "chat.create", "request_id": "r", **body})
     assert frame.chat_id == body["chat_id"]
-    answer = _client(member).post("/api/chats/", body, format="json")
+    answer = signed_in_client(member).post("/api/chats/", body, format="json")
     assert answer.status_code == 201
     assert Chat.objects.get(pk=body["chat_id"]).encrypted_title == body["encrypted_title"]
 
@@ -98,7 +87,7 @@ def test_the_shared_checks_agree_with_the_envelope_floor() -> None:
 
 
 def test_form_encoded_bodies_are_refused(member: Any, chat_instance: Any) -> None:
-    client = _client(member)
+    client = signed_in_client(member)
     form = client.post("/api/chats/", _create_body(chat_instance))  # multipart
     assert form.status_code == 415
     urlencoded = client.post(
@@ -113,7 +102,7 @@ def test_form_encoded_bodies_are_refused(member: Any, chat_instance: Any) -> Non
 @pytest.fixture
 def chat(member: Any, chat_instance: Any) -> Chat:
     return services.chat_create(
-        user=member, chat_id=new_id(), instance=chat_instance, encrypted_chat_key=_envelope()
+        user=member, chat_id=new_id(), instance=chat_instance, encrypted_chat_key=client_envelope()
     )
 
 
@@ -131,13 +120,13 @@ def chat(member: Any, chat_instance: Any) -> Chat:
 def test_patch_takes_strict_integers_booleans_and_envelopes(
     chat: Chat, member: Any, patch: dict[str, Any]
 ) -> None:
-    answer = _client(member).patch(f"/api/chats/{chat.pk}/", patch, format="json")
+    answer = signed_in_client(member).patch(f"/api/chats/{chat.pk}/", patch, format="json")
     assert answer.status_code == 400
     assert Chat.objects.get(pk=chat.pk).version == 1
 
 
 def test_patch_with_json_integers_and_booleans_works(chat: Chat, member: Any) -> None:
-    answer = _client(member).patch(
+    answer = signed_in_client(member).patch(
         f"/api/chats/{chat.pk}/", {"version": 1, "pinned": True}, format="json"
     )
     assert answer.status_code == 200
@@ -146,13 +135,13 @@ def test_patch_with_json_integers_and_booleans_works(chat: Chat, member: Any) ->
 
 def test_message_store_takes_a_strict_version_and_an_envelope(chat: Chat, member: Any) -> None:
     message, _ = services.user_message_accept(chat=chat, message_id=new_id(), user=member)
-    client = _client(member)
+    client = signed_in_client(member)
     url = f"/api/chats/{chat.pk}/messages/{message.pk}/"
     assert (
         client.put(url, {"encrypted_content": "AQID", "version": 0}, format="json").status_code
         == 400
     )
-    content = _envelope(b"content")
+    content = client_envelope(b"content")
     assert (
         client.put(url, {"encrypted_content": content, "version": "0"}, format="json").status_code
         == 400
@@ -171,7 +160,7 @@ def _deep(levels: int) -> str:
 def test_a_deeply_nested_body_is_a_400_with_a_stable_code(
     member: Any, url: str, levels: int
 ) -> None:
-    client = _client(member)
+    client = signed_in_client(member)
     method = client.post if url == "/api/chats/" else client.put
     answer = method(url, _deep(levels), content_type="application/json")
     assert answer.status_code == 400
@@ -180,7 +169,7 @@ def test_a_deeply_nested_body_is_a_400_with_a_stable_code(
 
 
 def test_a_body_within_the_depth_limit_still_parses(member: Any) -> None:
-    client = _client(member)
+    client = signed_in_client(member)
     body = json.dumps({"kdf": [[[]]]})
     answer = client.put("/api/chats/keys/", body, content_type="application/json")
     assert answer.status_code == 400
@@ -209,7 +198,7 @@ def test_setting_keys_creates_the_users_transit_key(plain_owner: Any) -> None:
         "recovery_key_id": "AQEBAQEBAQE=",
         "kdf": KDF,
     }
-    answer = _client(plain_owner).put("/api/chats/keys/", keys, format="json")
+    answer = signed_in_client(plain_owner).put("/api/chats/keys/", keys, format="json")
     assert answer.status_code == 200
     assert vault.key_latest_version(key_name) == 1
     sealed = crypto.seal(

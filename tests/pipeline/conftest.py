@@ -152,6 +152,21 @@ def keyed_user_factory(db: Any) -> Callable[..., Any]:
 
 
 @pytest.fixture
+def user(owner: Any) -> Any:
+    """The instance's owner, with the transit key the server-side caches need."""
+    from openmates import vault
+
+    vault.ensure_key(vault.user_key_name(owner.pk))
+    return owner
+
+
+@pytest.fixture
+def chat(chat_factory: Any, user: Any) -> Any:
+    """A chat of ``user`` on the test instance."""
+    return chat_factory(user)
+
+
+@pytest.fixture
 def chat_factory(instance: Any) -> Callable[..., Any]:
     """``chat_factory(user)`` → a client-encrypted chat of ``instance`` owned by ``user``."""
     from chats.services import chat_create

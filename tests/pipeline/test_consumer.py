@@ -119,20 +119,30 @@ async def test_follow_up_uses_cached_history_without_a_model_call_before_the_mai
     assert contents[-1] == "And the capital of Italy?"
 
 
-async def test_cache_miss_asks_the_client_for_history_then_answers(
-    ws_client, chat, user, llm_script
-):
+def _answered_exchange(chat: Any, user: Any) -> tuple[str, str]:
+    """A finished user/assistant exchange the server knows only by its rows (no cache)."""
     from chats import services
 
     old_user, old_reply = new_id(), new_id()
+    services.user_message_accept(chat=chat, message_id=old_user, user=user)
+    services.message_status_set(message_id=old_user, status="done")
+    services.assistant_message_create(chat=chat, message_id=old_reply)
+    services.message_status_set(message_id=old_reply, status="done")
+    return old_user, old_reply
 
-    def seed() -> None:
-        services.user_message_accept(chat=chat, message_id=old_user, user=user)
-        services.message_status_set(message_id=old_user, status="done")
-        services.assistant_message_create(chat=chat, message_id=old_reply)
-        services.message_status_set(message_id=old_reply, status="done")
 
-    await sync_to_async(seed)()
+def _exchange_history(old_user: str, old_reply: str) -> list[dict[str, str]]:
+    """What the client answers ``request_chat_history`` with for that exchange."""
+    return [
+        {"message_id": old_user, "role": "user", "content": "Capital of France?"},
+        {"message_id": old_reply, "role": "assistant", "content": "Paris."},
+    ]
+
+
+async def test_cache_miss_asks_the_client_for_history_then_answers(
+    ws_client, chat, user, llm_script
+):
+    old_user, old_reply = await sync_to_async(_answered_exchange)(chat, user)
     llm_script.reply(text="Still Paris.", model="standard")
     llm_script.reply(text=POST, model="fast")
     client = await ws_client(user)
@@ -148,10 +158,7 @@ async def test_cache_miss_asks_the_client_for_history_then_answers(
         type="chat.history",
         chat_id=chat.pk,
         request_id=request["request_id"],
-        messages=[
-            {"message_id": old_user, "role": "user", "content": "Capital of France?"},
-            {"message_id": old_reply, "role": "assistant", "content": "Paris."},
-        ],
+        messages=_exchange_history(old_user, old_reply),
     )
     frames = await client.until("postprocess.done")
     assert _text(frames) == "Still Paris."
@@ -162,17 +169,7 @@ async def test_cache_miss_asks_the_client_for_history_then_answers(
 async def test_a_history_request_whose_socket_closed_is_asked_again_on_resume(
     ws_client, chat, user, llm_script
 ):
-    from chats import services
-
-    old_user, old_reply = new_id(), new_id()
-
-    def seed() -> None:
-        services.user_message_accept(chat=chat, message_id=old_user, user=user)
-        services.message_status_set(message_id=old_user, status="done")
-        services.assistant_message_create(chat=chat, message_id=old_reply)
-        services.message_status_set(message_id=old_reply, status="done")
-
-    await sync_to_async(seed)()
+    old_user, old_reply = await sync_to_async(_answered_exchange)(chat, user)
     llm_script.reply(text="Still Paris.", model="standard")
     llm_script.reply(text=POST, model="fast")
     first = await ws_client(user)
@@ -196,10 +193,7 @@ async def test_a_history_request_whose_socket_closed_is_asked_again_on_resume(
         type="chat.history",
         chat_id=chat.pk,
         request_id=request["request_id"],
-        messages=[
-            {"message_id": old_user, "role": "user", "content": "Capital of France?"},
-            {"message_id": old_reply, "role": "assistant", "content": "Paris."},
-        ],
+        messages=_exchange_history(old_user, old_reply),
     )
     frames = await second.until("stream.done")
     assert frames[-1]["status"] == "done"

@@ -23,14 +23,6 @@ SUMMARY_QUESTION = "What have we discussed so far?"
 FILLER = " ".join(f"word{n}" for n in range(200))  # 1,489 ASCII characters
 
 
-@pytest.fixture
-def user(owner: Any) -> Any:
-    from openmates import vault
-
-    vault.ensure_key(vault.user_key_name(owner.pk))
-    return owner
-
-
 def _history(count: int, *, filler: str = FILLER) -> list[dict[str, str]]:
     """``count`` alternating user/assistant messages, oldest first (~375 tokens each)."""
     roles = ("user", "assistant")

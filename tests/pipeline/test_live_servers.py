@@ -58,19 +58,6 @@ def servers(
 
 
 @pytest.fixture
-def user(owner: Any) -> Any:
-    from openmates import vault
-
-    vault.ensure_key(vault.user_key_name(owner.pk))
-    return owner
-
-
-@pytest.fixture
-def chat(chat_factory: Any, user: Any) -> Any:
-    return chat_factory(user)
-
-
-@pytest.fixture
 def llm(model: UIModelServer) -> UIModelServer:
     model.reset()
     return model

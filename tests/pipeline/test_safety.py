@@ -19,19 +19,6 @@ POST = '{"follow_ups": [], "topic_changed": false, "summary": "Medicine doses."}
 BORDERLINE = "Is this medicine a poison in large doses?"
 
 
-@pytest.fixture
-def user(owner: Any) -> Any:
-    from openmates import vault
-
-    vault.ensure_key(vault.user_key_name(owner.pk))
-    return owner
-
-
-@pytest.fixture
-def chat(chat_factory: Any, user: Any) -> Any:
-    return chat_factory(user)
-
-
 def _earlier_exchange() -> list[dict[str, str]]:
     """A client history, so the message is a follow-up (not a first message)."""
     return [

@@ -23,19 +23,6 @@ POST = '{"follow_ups": [], "topic_changed": false, "summary": "s"}'
 SLOW_PIECES = [f"word{n} " for n in range(30)]
 
 
-@pytest.fixture
-def user(owner: Any) -> Any:
-    from openmates import vault
-
-    vault.ensure_key(vault.user_key_name(owner.pk))
-    return owner
-
-
-@pytest.fixture
-def chat(chat_factory: Any, user: Any) -> Any:
-    return chat_factory(user)
-
-
 def _first_message_script(llm_script: Any, main: dict[str, Any]) -> None:
     llm_script.reply(text=SAFE, model="fast")
     llm_script.reply(text=TITLE, model="fast")

@@ -1,0 +1,21 @@
+"""Helpers of the REST tests: a client envelope and a signed-in API client."""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Any
+
+from rest_framework.test import APIClient
+
+
+def client_envelope(body: bytes = b"ciphertext and tag") -> str:
+    """Standard base64 of a CRYPTO.md §3 envelope (version 1, key id, iv, body >= tag)."""
+    return base64.b64encode(b"\x01" + os.urandom(8) + os.urandom(12) + body.ljust(16)).decode()
+
+
+def signed_in_client(user: Any) -> APIClient:
+    """An ``APIClient`` with ``user``'s session."""
+    client = APIClient()
+    client.force_login(user)
+    return client
