@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import shutil
@@ -43,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.instant_model import serve_instant_model
 
 MESSAGES = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -97,46 +98,11 @@ def _register_instant_model() -> Any:
     return litellm
 
 
-def _serve_model(port: int) -> None:
-    """OpenAI's streaming wire format on loopback: ``tokens=N`` in the prompt, N chunks."""
-    from aiohttp import web
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
-        body: dict[str, Any] = {
-            "id": "bench",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "instant",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-        if usage is not None:
-            body["usage"] = usage
-        return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-    async def completions(request: web.Request) -> web.StreamResponse:
-        payload = await request.json()
-        prompt = str(payload["messages"][-1].get("content") or "")
-        tokens = int(dict(p.split("=", 1) for p in prompt.split() if "=" in p).get("tokens", 3))
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(chunk({"role": "assistant", "content": ""}))
-        for start in range(0, tokens, 200):
-            end = min(tokens, start + 200)
-            await response.write(b"".join(chunk({"content": f"t{n} "}) for n in range(start, end)))
-        usage = {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}
-        await response.write(chunk({}, "stop", usage) + b"data: [DONE]\n\n")
-        return response
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
-
-
 def _start_model_server() -> tuple[multiprocessing.Process, str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
-    process = multiprocessing.Process(target=_serve_model, args=(port,), daemon=True)
+    process = multiprocessing.Process(target=serve_instant_model, args=(port,), daemon=True)
     process.start()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

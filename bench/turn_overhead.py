@@ -42,6 +42,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.instant_model import serve_instant_model
+
 ROOT = Path(__file__).resolve().parent.parent
 SETTLE_S = 3.0
 
@@ -64,49 +66,6 @@ def _uuid7() -> str:
 
 
 # --- the instant model ------------------------------------------------------------------
-
-
-def _serve_model(port: int) -> None:
-    """An OpenAI-format streaming server: ``tokens=N gap_ms=G`` in the prompt paces it."""
-    from aiohttp import web
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
-        body: dict[str, Any] = {
-            "id": "bench",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "instant",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-        if usage is not None:
-            body["usage"] = usage
-        return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-    async def completions(request: web.Request) -> web.StreamResponse:
-        payload = await request.json()
-        prompt = str(payload["messages"][-1].get("content") or "")
-        settings = dict(part.split("=", 1) for part in prompt.split() if "=" in part)
-        tokens, gap = int(settings.get("tokens", 3)), float(settings.get("gap_ms", 0)) / 1000
-        per_chunk = int(settings.get("per_chunk", 1))
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
-        await response.write(chunk({"role": "assistant", "content": ""}))
-        batch = []
-        for n in range(0, tokens, per_chunk):
-            text = "".join(f"t{k} " for k in range(n, min(n + per_chunk, tokens)))
-            batch.append(chunk({"content": text}))
-            if gap or len(batch) >= 200 or n + per_chunk >= tokens:
-                await response.write(b"".join(batch))
-                batch.clear()
-                if gap:
-                    await asyncio.sleep(gap)
-        usage = {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}
-        await response.write(chunk({}, "stop", usage) + b"data: [DONE]\n\n")
-        return response
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", completions)
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
 # --- services, data, server -----------------------------------------------------------------
@@ -326,7 +285,7 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="openmates-bench-turn-"))
     model_port, server_port = _free_port(), _free_port()
-    model = multiprocessing.Process(target=_serve_model, args=(model_port,), daemon=True)
+    model = multiprocessing.Process(target=serve_instant_model, args=(model_port,), daemon=True)
     model.start()
     services: list[Any] = []
     daphne = None

@@ -1,0 +1,1 @@
+"""Benchmarks of DESIGN.md §10 (run each script directly; see its docstring)."""
