@@ -527,10 +527,13 @@ class SafetyScores:
 def heuristic_safety(text: str) -> SafetyScores:
     """Keyword scores 0-10 for ``harmful`` and ``misuse`` (the higher of the text as
     written and with look-alike digits read as letters)."""
+    scores = SafetyScores(_score(text, _HARMFUL_RULES), _score(text, _MISUSE_RULES))
     plain = text.translate(_LEET)
+    if plain == text:  # the common case: no digit or symbol to read as a letter
+        return scores
     return SafetyScores(
-        harmful=max(_score(text, _HARMFUL_RULES), _score(plain, _HARMFUL_RULES)),
-        misuse=max(_score(text, _MISUSE_RULES), _score(plain, _MISUSE_RULES)),
+        harmful=max(scores.harmful, _score(plain, _HARMFUL_RULES)),
+        misuse=max(scores.misuse, _score(plain, _MISUSE_RULES)),
     )
 
 
