@@ -477,7 +477,11 @@ const handlers = {
     $("sync-status").textContent = "";
     await loadRemainingChats(frame.total_chats);
   },
-  "chat.created": (frame) => { if (!state.chats.has(frame.chat_id)) fetchChat(frame.chat_id); },
+  // Another tab's new chat. Not this tab's own: fetching it here would race the first
+  // turn's frames and render its messages with the server's (still pending) state.
+  "chat.created": (frame) => {
+    if (!frame.answersOwnRequest && !state.chats.has(frame.chat_id)) fetchChat(frame.chat_id);
+  },
   "chat.updated": (frame) => {
     const chat = state.chats.get(frame.chat_id);
     if (!chat || (frame.version || 0) > (chat.version || 0)) setTimeout(() => fetchChat(frame.chat_id), 50);

@@ -129,6 +129,8 @@ export class ChatSocket extends EventTarget {
       }
     }
     if (frame.request_id && this.pending.has(frame.request_id)) {
+      // This tab asked: its own code handles the answer (handlers can tell by this flag).
+      frame.answersOwnRequest = true;
       const waiter = this.pending.get(frame.request_id);
       if (frame.type === "error") {
         this.pending.delete(frame.request_id);
