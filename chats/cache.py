@@ -24,15 +24,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import redis
-import redis.asyncio as aredis
-from django.conf import settings
 
 from openmates import crypto, vault
+from openmates import redis_client as redis_clients
 
 AI_CACHE_TTL_S = 72 * 3600
 SYNC_CACHE_TTL_S = 3600
@@ -104,49 +102,10 @@ def _count(reply: Any) -> int:
 
 # --- Redis clients -------------------------------------------------------------------
 
-# Blocking pools: past MAX_CONNECTIONS busy connections a command waits up to
-# POOL_WAIT_S for a free one (then redis.ConnectionError, a RedisError) instead of failing
-# at once with "Too many connections" as redis-py's default pool does beyond 100.
-MAX_CONNECTIONS = 64
-POOL_WAIT_S = 10
-
-_sync_client: redis.Redis | None = None
-# redis.asyncio pools belong to one event loop; tests and threads run several.
-_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def redis_client() -> redis.Redis:
-    """The process's synchronous Redis client on ``settings.REDIS_URL``."""
-    global _sync_client
-    if _sync_client is None:
-        pool = redis.BlockingConnectionPool.from_url(
-            settings.REDIS_URL,
-            max_connections=MAX_CONNECTIONS,
-            timeout=POOL_WAIT_S,
-            socket_timeout=3,
-            socket_connect_timeout=3,
-        )
-        _sync_client = redis.Redis(connection_pool=pool)
-    return _sync_client
-
-
-def aredis_client() -> aredis.Redis:
-    """The running event loop's asynchronous Redis client on ``settings.REDIS_URL``."""
-    loop = asyncio.get_running_loop()
-    client = _async_clients.get(loop)
-    if client is None:
-        pool = aredis.BlockingConnectionPool.from_url(
-            settings.REDIS_URL,
-            max_connections=MAX_CONNECTIONS,
-            timeout=POOL_WAIT_S,
-            socket_timeout=3,
-            socket_connect_timeout=3,
-        )
-        client = aredis.Redis(connection_pool=pool)
-        _async_clients[loop] = client
-    return client
+# The process's shared clients (openmates.redis_client), under the names this module's
+# callers use: one async client per event loop, one sync client.
+aredis_client = redis_clients.async_client
+redis_client = redis_clients.sync_client
 
 
 # Touch a chat in the user's LRU set and evict chats beyond the newest ARGV[4], with

@@ -131,6 +131,13 @@ CACHES = {
     }
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# The chat caches' and the turn state's own pools (openmates.redis_client): one async
+# client per event loop and one sync client, each with up to this many connections. A
+# command finding them all busy waits up to REDIS_POOL_TIMEOUT_S for one rather than
+# failing a turn under load.
+REDIS_POOL_MAX_CONNECTIONS = env_int("REDIS_POOL_MAX_CONNECTIONS", default=128)
+REDIS_POOL_TIMEOUT_S = env_float("REDIS_POOL_TIMEOUT_S", default=60.0)
+REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", default=5.0)
 
 
 def _channel_layer_key(secret: str) -> str:

@@ -23,7 +23,7 @@ from chats import cache as chat_cache
 from chats import services as chat_services
 from openmates import llm
 from pipeline import events as ev
-from pipeline.db import cache_slot, db_call
+from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.preprocess import strip_invisible
 from pipeline.prompts import fence_tool_output
@@ -294,10 +294,9 @@ async def _finish_embed(
         "error": output.get("error"),
     }
     await db_call(chat_services.embed_status_set, embed_id=item.embed_id, status=status)
-    async with cache_slot():
-        await chat_cache.embed_cache_put(
-            user_id=ctx.user_id, chat_id=ctx.chat.pk, embed_id=item.embed_id, content=content
-        )
+    await chat_cache.embed_cache_put(
+        user_id=ctx.user_id, chat_id=ctx.chat.pk, embed_id=item.embed_id, content=content
+    )
     preview = (
         json.dumps(output.get("result"), ensure_ascii=False)[:PREVIEW_CHARS]
         if status == "finished"

@@ -17,54 +17,35 @@ Keys (all under ``om:``):
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aredis
 from django.conf import settings
 
 from chats import cache as chat_cache
 from openmates import crypto, vault
+from openmates import redis_client as redis_clients
 
 PREFIX = "om:"
 SNAPSHOT_PURPOSE = "ai-cache"
 RECORD_TTL_S = 24 * 3600
 FLAG_TTL_S = 3600
-MAX_CONNECTIONS = 64
 
 
 def lease_ttl_s() -> float:
     """Seconds a lease outlives its last heartbeat (``PIPELINE_LEASE_TTL_S``, default 30)."""
-    return float(getattr(settings, "PIPELINE_LEASE_TTL_S", 30.0))
+    return float(settings.PIPELINE_LEASE_TTL_S)
 
 
 def alive_ttl_s() -> float:
     """Seconds a task outlives its process's last heartbeat before the reaper ends it."""
-    return float(getattr(settings, "PIPELINE_ALIVE_TTL_S", 10.0))
+    return float(settings.PIPELINE_ALIVE_TTL_S)
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aredis.Redis] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def redis_client() -> aredis.Redis:
-    """The event loop's Redis client (a connection pool is bound to one loop)."""
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        # A blocking pool: under load a command waits for a free connection instead of
-        # failing with "Too many connections" (redis-py's default pool holds 100).
-        pool = aredis.BlockingConnectionPool.from_url(
-            settings.REDIS_URL, max_connections=MAX_CONNECTIONS, timeout=10, socket_timeout=5
-        )
-        client = aredis.Redis(connection_pool=pool)
-        _clients[loop] = client
-    return client
+# The process's shared async client: one per event loop (openmates.redis_client).
+redis_client = redis_clients.async_client
 
 
 def _lease_key(chat_id: str) -> str:

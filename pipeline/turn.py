@@ -40,7 +40,7 @@ from pipeline import events as ev
 from pipeline import postprocess as post
 from pipeline import preprocess as pre
 from pipeline import prompts, state
-from pipeline.db import cache_slot, db_call
+from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.mainprocess import MainContext, MainResult, respond
 from pipeline.protocol import VAULT_SETUP_FAULT
@@ -342,8 +342,7 @@ async def _answer(
     )
 
     async def load_embed(embed_id: str) -> dict[str, Any] | None:
-        async with cache_slot():
-            return await chat_cache.embed_cache_get(user_id=request.user_id, embed_id=embed_id)
+        return await chat_cache.embed_cache_get(user_id=request.user_id, embed_id=embed_id)
 
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     messages += prompts.summary_exchange(progress.meta.get("summary"))
@@ -433,21 +432,18 @@ async def _load_history(
     """Fill ``progress.history``; on a miss ask the client and wait for ``chat.history``."""
     chat = request.chat
     expected = await db_call(chat_selectors.chat_done_message_count, chat_id=chat.pk)
-    async with cache_slot():
-        loaded = await chat_cache.ai_history_load(
-            user_id=request.user_id, chat_id=chat.pk, expected_done_count=expected
-        )
+    loaded = await chat_cache.ai_history_load(
+        user_id=request.user_id, chat_id=chat.pk, expected_done_count=expected
+    )
     # The client's history counts when the server holds none: a miss, or a chat it has
     # never answered (an imported one has no done messages, so its empty cache is no miss).
     if not loaded.messages and request.client_history:
-        async with cache_slot():
-            await chat_cache.ai_history_store(
-                user_id=request.user_id, chat_id=chat.pk, messages=list(request.client_history)
-            )
-        async with cache_slot():
-            loaded = await chat_cache.ai_history_load(
-                user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
-            )
+        await chat_cache.ai_history_store(
+            user_id=request.user_id, chat_id=chat.pk, messages=list(request.client_history)
+        )
+        loaded = await chat_cache.ai_history_load(
+            user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
+        )
     if loaded.messages is None:
         request_id = new_id()
         await state.history_request_save(
@@ -471,10 +467,9 @@ async def _load_history(
                     task_id=request.task_id,
                 )
             ) from None
-        async with cache_slot():
-            loaded = await chat_cache.ai_history_load(
-                user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
-            )
+        loaded = await chat_cache.ai_history_load(
+            user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
+        )
     progress.history = list(loaded.messages or [])
 
 
@@ -490,14 +485,12 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             "content": result.content,
             "embeds": list(result.embed_ids),
         }
-        async with cache_slot():
-            await chat_cache.ai_history_append(
-                user_id=request.user_id, chat_id=chat.pk, message=user_entry
-            )
-        async with cache_slot():
-            await chat_cache.ai_history_append(
-                user_id=request.user_id, chat_id=chat.pk, message=reply_entry
-            )
+        await chat_cache.ai_history_append(
+            user_id=request.user_id, chat_id=chat.pk, message=user_entry
+        )
+        await chat_cache.ai_history_append(
+            user_id=request.user_id, chat_id=chat.pk, message=reply_entry
+        )
         await state.pending_content_drop(request.message_id)
         progress.meta["language"] = progress.language
         await state.chat_meta_save(user_id=request.user_id, chat_id=chat.pk, meta=progress.meta)

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 
 from chats import cache
@@ -233,7 +234,7 @@ async def test_more_concurrent_calls_than_pooled_connections_wait_instead_of_fai
     key = f"test:blocking-pool:{_id()}"
     client = cache.aredis_client()
     calls = 150
-    assert calls > cache.MAX_CONNECTIONS
+    assert calls > settings.REDIS_POOL_MAX_CONNECTIONS
     results = await asyncio.gather(*(client.blpop([key], timeout=0.2) for _ in range(calls)))
     assert results == [None] * calls
 
