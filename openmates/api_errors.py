@@ -12,6 +12,13 @@ as DRF reports them; a throttled request adds ``"retry_after"`` (whole seconds, 
 ``Retry-After`` header). An exception whose detail already is such a body (for example
 ``invalid_token`` or ``too_deeply_nested``) is sent as it is. Status codes and headers
 (``WWW-Authenticate``, ``Retry-After``) are DRF's.
+
+Errors Django answers itself before or around DRF get the same shape under ``/api/``
+(``handler400``, ``handler404``, ``handler500``): a body larger than
+``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413 ``request_too_large``, too many form fields or
+files 400 ``too_many_fields``, a ``Host`` header outside ``ALLOWED_HOSTS`` 400
+``invalid_host``, any other suspicious request 400 ``bad_request``, an unknown route 404
+``not_found`` and an unexpected error 500 ``internal``. Other pages keep Django's own.
 """
 
 from __future__ import annotations
@@ -19,6 +26,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import (
+    DisallowedHost,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
@@ -97,3 +111,25 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return JsonResponse({"code": "not_found", "message": "No such API route."}, status=404)
     return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's ``handler400`` (a ``SuspiciousOperation`` Django caught): JSON under
+    ``/api/`` (413 ``request_too_large``, 400 ``too_many_fields``, ``invalid_host`` or
+    ``bad_request``), else Django's own page. Django has logged it to
+    ``django.security`` before calling this."""
+    if not request.path.startswith("/api/"):
+        return defaults.bad_request(request, exception)
+    if isinstance(exception, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return JsonResponse(
+            {"code": "request_too_large", "message": f"Request bodies are at most {limit} bytes."},
+            status=413,
+        )
+    if isinstance(exception, TooManyFieldsSent | TooManyFilesSent):
+        code, message = "too_many_fields", "The request has too many fields or files."
+    elif isinstance(exception, DisallowedHost):
+        code, message = "invalid_host", "The Host header names no host this server serves."
+    else:
+        code, message = "bad_request", "The request was refused as malformed or suspicious."
+    return JsonResponse({"code": code, "message": message}, status=400)

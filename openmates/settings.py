@@ -222,6 +222,12 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"password": env_str("PASSWORD_CHECK_RATE", "5/minute")},
 }
 
+# The largest request body Django reads, in bytes. The biggest REST body, a chat PATCH with
+# five ciphertexts of at most 180,000 characters (chats.api), stays under 1 MB; WebSocket
+# frames (4 MiB at most, PROTOCOL.md) never pass through this. Past it, /api/ answers 413
+# {"code": "request_too_large"} (openmates.api_errors.bad_request).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
 # OpenAPI 3 schema of the REST API at /api/schema/ (drf-spectacular; no UI: no CDN).
 SPECTACULAR_SETTINGS = {
     "TITLE": "OpenMates REST API",

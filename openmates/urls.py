@@ -21,7 +21,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
 
-# Unknown routes and unexpected errors under /api/ answer JSON with a stable code too
-# (DESIGN §11).
+# Unknown routes, refused requests (too large, bad Host) and unexpected errors under /api/
+# answer JSON with a stable code too (DESIGN §11).
+handler400 = "openmates.api_errors.bad_request"
 handler404 = "openmates.api_errors.page_not_found"
 handler500 = "openmates.api_errors.server_error"
