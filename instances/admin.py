@@ -4,7 +4,9 @@ Superusers see every instance; staff users see and edit only the instances they 
 administer (``instances.selectors.instances_administered_by``), whatever their Django
 model permissions. Secrets and channel credentials are write-only: the forms have
 password fields that never render a value, the sealed bytes are never shown, and a set
-secret reads "set on <date>". Writes go through ``instances.services``.
+secret reads "set on <date>". Members are added by exact username, never picked from a
+list of accounts, so the page names no account beyond the instance's members. Writes go
+through ``instances.services``.
 
 Apps above ``instances`` add their own inlines to the instance page through
 ``InstanceAdmin.extension_inlines`` (``skills.admin`` adds skills and computed tools).
@@ -17,6 +19,8 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import UsernameField
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
@@ -102,18 +106,68 @@ class MateInline(InstanceScopedInline, admin.StackedInline):
     fields = ("name", "category", "description", "system_prompt", "is_default")
 
 
+class InstanceMemberForm(forms.ModelForm):
+    """A members row: a new one names its user by exact username; an existing one shows it
+    read-only.
+
+    There is no list, raw id or autocomplete of accounts: an instance's owners and admins
+    must learn no username they do not already know. An unknown and an inactive username
+    get the same error, "No such user.".
+    """
+
+    username = UsernameField(label="Username", max_length=150)
+
+    class Meta:
+        model = InstanceMember
+        fields = ("role",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:
+            field = self.fields["username"]
+            field.disabled, field.required = True, False
+            self.initial["username"] = self.instance.user.get_username()
+
+    def clean_username(self) -> str:
+        """The exact username of an active account that is not yet a member.
+
+        Raises:
+            ValidationError: no active account has this username, or it is a member already.
+        """
+        if self.instance.pk:
+            return self.instance.user.get_username()
+        username: str = self.cleaned_data["username"]
+        user_model = get_user_model()
+        user = user_model._default_manager.filter(
+            **{user_model.USERNAME_FIELD: username, "is_active": True}
+        ).first()
+        if user is None:
+            raise forms.ValidationError("No such user.", code="unknown_user")
+        if InstanceMember.objects.filter(instance_id=self.instance.instance_id, user=user).exists():
+            raise forms.ValidationError("Already a member of this instance.", code="member")
+        self.instance.user = user
+        return username
+
+
 class InstanceMemberFormSet(BaseInlineFormSet):
-    """Keeps at least one owner; only owners and superusers grant or take the owner role."""
+    """Keeps at least one owner and lists each user once; only owners and superusers grant
+    or take the owner role."""
 
     may_manage_owners = False
 
     def clean(self) -> None:
         super().clean()
         owners = 0
+        users: set[int] = set()
         for form in self.forms:
             if not hasattr(form, "cleaned_data") or not form.cleaned_data:
                 continue
             deleted = form.cleaned_data.get("DELETE", False)
+            user_id = form.instance.user_id
+            if user_id is not None and not deleted:
+                if user_id in users:
+                    raise forms.ValidationError("Each user can be listed once.")
+                users.add(user_id)
             role = form.cleaned_data.get("role")
             was_owner = form.instance.pk and form.initial.get("role") == InstanceMember.Role.OWNER
             touches_owner = (role == InstanceMember.Role.OWNER and form.has_changed()) or (
@@ -128,11 +182,17 @@ class InstanceMemberFormSet(BaseInlineFormSet):
 
 
 class InstanceMemberInline(InstanceScopedInline, admin.TabularInline):
+    """Members by username (see :class:`InstanceMemberForm`), for superusers too."""
+
     model = InstanceMember
+    form = InstanceMemberForm
     formset = InstanceMemberFormSet
-    fields = ("user", "role", "created_at")
+    fields = ("username", "role", "created_at")
     readonly_fields = ("created_at",)
-    raw_id_fields = ("user",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[InstanceMember]:
+        # Each row shows its user's name.
+        return super().get_queryset(request).select_related("user")
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         formset = cast("type[InstanceMemberFormSet]", super().get_formset(request, obj, **kwargs))

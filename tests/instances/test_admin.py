@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from django.urls import reverse
@@ -113,3 +114,101 @@ def test_computed_tools_and_catalog_are_read_only_for_instance_admins(client, in
     assert tools.status_code == 200
     assert "calculator" in tools.content.decode()
     assert skill_add.status_code == 403
+
+
+# --- members: added by exact username, never picked from a list of accounts ----------------
+
+
+def _staff_owner(client, owner):
+    owner.is_staff = True
+    owner.save()
+    client.force_login(owner)
+
+
+def _unchanged_page_data(page) -> dict[str, Any]:
+    """The change page's forms as a browser submits them untouched (disabled fields omitted)."""
+    forms = [page.context["adminform"].form]
+    for inline in page.context["inline_admin_formsets"]:
+        forms += [inline.formset.management_form, *inline.formset.forms]
+    data: dict[str, Any] = {}
+    for form in forms:
+        for bound in form:
+            value = bound.value()
+            if bound.field.disabled or value is None or value is False:
+                continue
+            data[bound.html_name] = "on" if value is True else value
+    return data
+
+
+def _post_new_member(client, instance, row: dict[str, str]):
+    """Submit the instance page with one more members row (``row``: field name -> value)."""
+    data = _unchanged_page_data(_change(client, instance))
+    index = int(data["members-TOTAL_FORMS"])
+    data["members-TOTAL_FORMS"] = str(index + 1)
+    data.update({f"members-{index}-{name}": value for name, value in row.items()})
+    return client.post(reverse("admin:instances_instance_change", args=[instance.pk]), data)
+
+
+def test_an_owners_page_names_her_members_and_no_other_account(client, instance, owner):
+    member = UserFactory(username="mia-member")
+    instance_member_set(instance=instance, user=member, role="member")
+    UserFactory(username="olaf-outsider")
+    _staff_owner(client, owner)
+
+    html = _change(client, instance).content.decode()
+
+    assert 'value="mia-member"' in html
+    assert 'value="owner"' in html
+    assert "olaf-outsider" not in html
+    assert 'name="members-0-user"' not in html  # no raw id, select or autocomplete of users
+    assert "/admin/auth/user/" not in html
+    assert 'name="members-__prefix__-username"' in html
+
+
+def test_an_owner_adds_a_member_by_exact_username(client, instance, owner):
+    newcomer = UserFactory(username="nora")
+    _staff_owner(client, owner)
+
+    saved = _post_new_member(client, instance, {"username": "nora", "role": "member"})
+
+    assert saved.status_code == 302
+    assert instance.members.get(user=newcomer).role == "member"
+    assert 'value="nora"' in _change(client, instance).content.decode()
+
+
+@pytest.mark.parametrize("username", ["nobody-here", "Nora", "sleeper"])
+def test_an_unknown_or_inactive_username_is_no_such_user(client, instance, owner, username):
+    UserFactory(username="nora")
+    UserFactory(username="sleeper", is_active=False)
+    _staff_owner(client, owner)
+
+    refused = _post_new_member(client, instance, {"username": username, "role": "member"})
+
+    assert refused.status_code == 200
+    html = refused.content.decode()
+    assert "No such user." in html
+    assert "sleeper" not in html.replace(f'value="{username}"', "")
+    assert list(instance.members.values_list("user__username", flat=True)) == ["owner"]
+
+
+def test_a_user_id_in_the_members_row_adds_nobody(client, instance, owner):
+    # The attack: post ids one by one and read back the name the page shows for each.
+    outsider: Any = UserFactory(username="olaf-outsider")
+    _staff_owner(client, owner)
+
+    refused = _post_new_member(client, instance, {"user": str(outsider.pk), "role": "admin"})
+
+    assert refused.status_code == 200
+    assert "This field is required." in refused.content.decode()
+    assert not instance.members.filter(user=outsider).exists()
+    assert "olaf-outsider" not in _change(client, instance).content.decode()
+
+
+def test_an_existing_member_cannot_be_added_twice(client, instance, owner):
+    _staff_owner(client, owner)
+
+    refused = _post_new_member(client, instance, {"username": "owner", "role": "admin"})
+
+    assert refused.status_code == 200
+    assert "Already a member of this instance." in refused.content.decode()
+    assert list(instance.members.values_list("role", flat=True)) == ["owner"]

@@ -7,7 +7,12 @@ from typing import Any
 import pytest
 from django.forms import inlineformset_factory
 
-from instances.admin import ChannelConfigForm, InstanceMemberFormSet, InstanceSecretForm
+from instances.admin import (
+    ChannelConfigForm,
+    InstanceMemberForm,
+    InstanceMemberFormSet,
+    InstanceSecretForm,
+)
 from instances.models import Instance, InstanceMember
 from instances.services import instance_create, instance_delete, instance_secret_set
 from openmates import vault
@@ -56,16 +61,23 @@ def test_secret_form_needs_a_value_for_a_new_secret_and_locks_existing_names(ins
 
 def _member_formset(instance, data, *, may_manage_owners):
     formset_class: Any = inlineformset_factory(
-        Instance, InstanceMember, formset=InstanceMemberFormSet, fields=("user", "role"), extra=0
+        Instance,
+        InstanceMember,
+        form=InstanceMemberForm,
+        formset=InstanceMemberFormSet,
+        fields=("username", "role"),
+        extra=0,
     )
     formset_class.may_manage_owners = may_manage_owners
     return formset_class(data, instance=instance, prefix="members")
 
 
-def _member_data(instance, changes):
+def _member_data(instance, changes, new_rows=()):
+    """The members formset's data: existing rows (their username is shown, not posted) with
+    role ``changes`` (user id -> role), then ``new_rows`` of (username, role)."""
     rows = list(InstanceMember.objects.filter(instance=instance).order_by("pk"))
     data = {
-        "members-TOTAL_FORMS": str(len(rows)),
+        "members-TOTAL_FORMS": str(len(rows) + len(new_rows)),
         "members-INITIAL_FORMS": str(len(rows)),
         "members-MIN_NUM_FORMS": "0",
         "members-MAX_NUM_FORMS": "1000",
@@ -73,8 +85,10 @@ def _member_data(instance, changes):
     for i, row in enumerate(rows):
         data[f"members-{i}-id"] = str(row.pk)
         data[f"members-{i}-instance"] = str(instance.pk)
-        data[f"members-{i}-user"] = str(row.user_id)
         data[f"members-{i}-role"] = changes.get(row.user_id, row.role)
+    for i, (username, role) in enumerate(new_rows, start=len(rows)):
+        data[f"members-{i}-username"] = username
+        data[f"members-{i}-role"] = role
     return data
 
 
@@ -97,6 +111,20 @@ def test_an_admin_cannot_grant_the_owner_role(instance):
 
     assert refused.non_form_errors() == ["Only an owner can grant or remove the owner role."]
     assert allowed.is_valid(), allowed.non_form_errors()
+
+
+def test_a_user_is_listed_once_and_an_existing_row_keeps_its_user(instance, owner):
+    UserFactory(username="nora")
+    twice = _member_data(instance, {}, [("nora", "member"), ("nora", "admin")])
+    renamed = {**_member_data(instance, {}), "members-0-username": "nora"}
+
+    refused = _member_formset(instance, twice, may_manage_owners=True)
+    kept = _member_formset(instance, renamed, may_manage_owners=True)
+
+    assert refused.non_form_errors() == ["Each user can be listed once."]
+    assert kept.is_valid(), kept.errors
+    kept.save()
+    assert list(instance.members.values_list("user__username", flat=True)) == ["owner"]
 
 
 @pytest.mark.django_db(transaction=True)
