@@ -2,24 +2,35 @@
 
 Starts everything in a temporary directory: embedded PostgreSQL and Redis, a dev
 OpenBao, an OpenAI-compatible model server on loopback that answers instantly (its
-stream is paced only when the prompt asks for it), and a real Daphne serving
-``openmates.asgi:application``. Real WebSocket clients (``websockets``, with an ``Origin``
-header and a session cookie) then drive ``/ws/chat/``.
+stream is paced only when the prompt asks for it), a real Daphne serving
+``openmates.asgi:application`` and, with the same flags, a second Daphne serving the
+bare-Channels floor (``bench/floor_asgi.py``: a minimal consumer answering the same
+frames at the same pacing). Real WebSocket clients (``websockets``, with an ``Origin``
+header and a session cookie) then drive ``/ws/chat/`` on both. Every figure is taken
+beside its reference in the same run; progress goes to stderr. Loopback only, and every
+wait is bounded (a turn silent for 60 s counts as failed), so it stops by itself.
 
 Prints:
 
     follow_up_overhead_p50: … ms         message.send frame out → first stream.delta in
     follow_up_overhead_p99: … ms         (a follow-up in a cached chat; instant model)
+    litellm_stream_first_token_p50: … ms LiteLLM's acompletion(stream=True) from this
+                                         process to the same model, to its first content
+                                         chunk (alternating with the turns above)
+    pipeline_added_p50: … ms             follow_up_overhead_p50 minus the line above
     relay_tokens_per_s: …                model tokens relayed to one client per second
                                          (one token per SSE event from the model)
     relay_tokens_per_s_8_token_chunks: … the same, 8 tokens per event
-    inter_frame_gap_p99_200_streams: … ms  gaps between a client's frames, 200 at once
-    inter_frame_gap_p99_500_streams: … ms  the same with 500 concurrent streams
-                                         (each stream: --stream-tokens tokens, the model
-                                         pausing --stream-gap-ms after each)
+    inter_frame_gap_p99_N_streams: … ms  gaps between a client's deltas, N streams at once
+                                         (each: --stream-tokens tokens, the model pausing
+                                         --stream-gap-ms after each); N in --streams
+    inter_frame_gap_p99_N_streams_floor: … ms   the same on the bare-Channels floor
+    inter_frame_gap_ratio_N_streams: …x  the two lines above divided
+    failed_turns_N_streams: …            turns that got an error frame or ended other than
+                                         done (or not at all); then their codes, if any
 
 Usage: ``.venv/bin/python bench/turn_overhead.py [--samples 200] [--tokens 20000]
-[--streams 200,500]``
+[--streams 200,500]`` (``--streams ""`` skips the concurrent phases)
 """
 
 from __future__ import annotations
@@ -37,6 +48,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +59,14 @@ from bench.instant_model import serve_instant_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTLE_S = 3.0
+SERVER_APP = "openmates.asgi:application"
+# Same Daphne flags, same clients, same frames; no pipeline (bench/floor_asgi.py).
+FLOOR_APP = "bench.floor_asgi:application"
+TRACE_APP = "bench.trace_asgi:application"
+FOLLOW_UP_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "And a follow-up question tokens=3"},
+]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -63,9 +84,6 @@ def _uuid7() -> str:
     from pipeline.ids import new_id
 
     return new_id()
-
-
-# --- the instant model ------------------------------------------------------------------
 
 
 # --- services, data, server -----------------------------------------------------------------
@@ -97,6 +115,8 @@ def _start_services(root: Path, model_port: int) -> list[Any]:
             "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
             "PIPELINE_FRAMES_PER_10S": "1000000",
             "PIPELINE_TURNS_PER_MINUTE": "1000000",
+            # LiteLLM in this process too: its price map from the package, no download.
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             **{f"LLM_{tier}_MODEL": "openai/instant" for tier in ("FAST", "STANDARD", "HEAVY")},
             **{f"LLM_{tier}_API_BASE": base for tier in ("FAST", "STANDARD", "HEAVY")},
         }
@@ -118,8 +138,8 @@ def _create_users(count: int) -> list[tuple[str, str]]:
     from django.contrib.sessions.backends.cached_db import SessionStore
 
     from chats.services import chat_create
-    from instances.models import Instance
-    from instances.services import instance_create
+    from instances.models import Instance, InstanceMember
+    from instances.services import instance_create, instance_member_set
     from openmates import vault
 
     owner = User.objects.create_user("bench-owner")
@@ -131,6 +151,7 @@ def _create_users(count: int) -> list[tuple[str, str]]:
     users = []
     for n in range(count):
         user = User.objects.create_user(f"bench{n}")
+        instance_member_set(instance=instance, user=user, role=InstanceMember.Role.MEMBER)
         vault.ensure_key(vault.user_key_name(user.pk))
         session = SessionStore()
         session[SESSION_KEY] = str(user.pk)
@@ -145,7 +166,7 @@ def _create_users(count: int) -> list[tuple[str, str]]:
     return users
 
 
-def _start_daphne(port: int, log: Path) -> subprocess.Popen[bytes]:
+def _start_daphne(port: int, log: Path, app: str) -> subprocess.Popen[bytes]:
     # The server's log goes to a file: an unread pipe fills up and freezes the server.
     process = subprocess.Popen(
         [
@@ -156,7 +177,7 @@ def _start_daphne(port: int, log: Path) -> subprocess.Popen[bytes]:
             "127.0.0.1",
             "-p",
             str(port),
-            "openmates.asgi:application",
+            app,
         ],
         cwd=ROOT,
         env=dict(os.environ),
@@ -177,6 +198,28 @@ def _start_daphne(port: int, log: Path) -> subprocess.Popen[bytes]:
 # --- clients ------------------------------------------------------------------------------
 
 
+class TurnFailedError(RuntimeError):
+    """A turn of a phase that must succeed ended with an error frame or a bad status."""
+
+
+@dataclass
+class Outcome:
+    """One turn as its client saw it: ``first`` s from send to the first delta (NaN
+    without one), delta arrival times (``perf_counter`` s), the final status (``done``,
+    ``failed``, …, or ``timeout``/``closed`` when no ``stream.done`` came) and the codes
+    of the ``error`` frames received meanwhile."""
+
+    first: float
+    arrivals: list[float]
+    status: str
+    errors: list[str] = field(default_factory=list)
+    done: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "done" or bool(self.errors)
+
+
 class Client:
     def __init__(self, port: int, cookie: str, chat_id: str) -> None:
         self.url = f"ws://127.0.0.1:{port}/ws/chat/"
@@ -194,11 +237,11 @@ class Client:
             open_timeout=120,
             ping_interval=None,
         )
-        frame = json.loads(await self.socket.recv())
+        frame = json.loads(await asyncio.wait_for(self.socket.recv(), 120))
         assert frame["type"] == "task.active", frame
 
-    async def turn(self, content: str) -> tuple[float, list[float], dict[str, Any]]:
-        """Send a message; return (first-delta latency s, delta arrival times, stream.done)."""
+    async def turn(self, content: str, *, wait_s: float = 120) -> Outcome:
+        """Send a message and read frames until ``stream.done`` (or ``wait_s`` of silence)."""
         started = time.perf_counter()
         await self.socket.send(
             json.dumps(
@@ -211,66 +254,163 @@ class Client:
             )
         )
         arrivals: list[float] = []
-        while True:
-            frame = json.loads(await asyncio.wait_for(self.socket.recv(), 120))
-            if frame["type"] == "stream.delta":
-                arrivals.append(time.perf_counter())
-            elif frame["type"] == "stream.done":
-                if frame["status"] != "done":
-                    raise RuntimeError(f"turn ended {frame['status']}")
-                return (arrivals[0] - started if arrivals else float("nan")), arrivals, frame
-            elif frame["type"] == "error":
-                raise RuntimeError(f"error frame: {frame}")
+        errors: list[str] = []
+        status = "timeout"
+        done: dict[str, Any] = {}
+        try:
+            while True:
+                frame = json.loads(await asyncio.wait_for(self.socket.recv(), wait_s))
+                if frame["type"] == "stream.delta":
+                    arrivals.append(time.perf_counter())
+                elif frame["type"] == "error":
+                    errors.append(str(frame.get("code")))
+                elif frame["type"] == "stream.done":
+                    status, done = str(frame["status"]), frame
+                    break
+        except TimeoutError:
+            status = "timeout"
+        except Exception as exc:  # the socket closed under load: a failed turn as well
+            status = f"closed:{type(exc).__name__}"
+        first = arrivals[0] - started if arrivals else float("nan")
+        return Outcome(first, arrivals, status, errors, done)
+
+    async def turn_ok(self, content: str) -> Outcome:
+        outcome = await self.turn(content)
+        if outcome.failed:
+            raise TurnFailedError(f"turn ended {outcome.status}, errors {outcome.errors}")
+        return outcome
 
 
-async def _follow_up_overhead(client: Client, samples: int) -> list[float]:
-    await client.turn("Hello there tokens=3")  # makes every later message a follow-up
-    latencies = []
+async def _litellm_first_token(api_base: str) -> float:
+    """Seconds from LiteLLM's ``acompletion(stream=True)`` to its first content chunk."""
+    import litellm  # noqa: TID251 (the bench measures LiteLLM itself)
+
+    started = time.perf_counter()
+    response = await litellm.acompletion(
+        model="openai/instant",
+        api_base=api_base,
+        api_key="bench",
+        messages=FOLLOW_UP_MESSAGES,
+        stream=True,
+        num_retries=0,
+    )
+    first = float("nan")
+    async for chunk in response:
+        if first != first and chunk.choices and chunk.choices[0].delta.content:
+            first = time.perf_counter() - started
+    return first
+
+
+async def _follow_up_overhead(
+    client: Client, samples: int, api_base: str
+) -> tuple[list[float], list[float]]:
+    """Follow-up turns and bare LiteLLM streams, alternating: ``(turn ms, LiteLLM ms)``."""
+    await client.turn_ok("Hello there tokens=3")  # makes every later message a follow-up
+    latencies, bare = [], []
     for _ in range(samples + 10):
-        first, _, _ = await client.turn("And a follow-up question tokens=3")
-        latencies.append(first * 1000)
-    return latencies[10:]
+        outcome = await client.turn_ok(FOLLOW_UP_MESSAGES[-1]["content"])
+        latencies.append(outcome.first * 1000)
+        bare.append(await _litellm_first_token(api_base) * 1000)
+    return latencies[10:], bare[10:]
 
 
 async def _relay(client: Client, tokens: int, per_chunk: int = 1) -> float:
-    _, arrivals, done = await client.turn(f"Write a lot tokens={tokens} per_chunk={per_chunk}")
-    assert done["usage"]["completion_tokens"] == tokens
-    return tokens / max(arrivals[-1] - arrivals[0], 1e-9)
+    outcome = await client.turn_ok(f"Write a lot tokens={tokens} per_chunk={per_chunk}")
+    assert outcome.done["usage"]["completion_tokens"] == tokens
+    return tokens / max(outcome.arrivals[-1] - outcome.arrivals[0], 1e-9)
 
 
-async def _inter_frame_gaps(clients: list[Client], tokens: int, gap_ms: int) -> list[float]:
-    prompt = f"Stream slowly tokens={tokens} gap_ms={gap_ms}"
-    results = await asyncio.gather(*(c.turn(prompt) for c in clients))
+async def _streams_phase(
+    port: int, users: list[tuple[str, str]], streams: int, args: argparse.Namespace
+) -> list[Outcome]:
+    """``streams`` sockets each run one paced turn at once; every outcome, failed or not."""
+    clients = [Client(port, *users[n]) for n in range(streams)]
+    opened: list[Client] = []
+    failed_opens = 0
+    for batch in range(0, streams, 50):
+        results = await asyncio.gather(
+            *(c.open() for c in clients[batch : batch + 50]), return_exceptions=True
+        )
+        for client, result in zip(clients[batch : batch + 50], results, strict=True):
+            if isinstance(result, BaseException):
+                failed_opens += 1
+            else:
+                opened.append(client)
+    prompt = f"Stream slowly tokens={args.stream_tokens} gap_ms={args.stream_gap_ms}"
+    # Each turn's own silence limit bounds the phase: it cannot hang.
+    outcomes = list(await asyncio.gather(*(c.turn(prompt, wait_s=60) for c in opened)))
+    outcomes += [Outcome(float("nan"), [], "connect_failed")] * failed_opens
+    await asyncio.gather(*(c.socket.close() for c in opened), return_exceptions=True)
+    return outcomes
+
+
+def _gaps_ms(outcomes: list[Outcome]) -> list[float]:
     gaps: list[float] = []
-    for _, arrivals, _ in results:
-        gaps += [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]
-    return gaps
+    for outcome in outcomes:
+        gaps += [(b - a) * 1000 for a, b in itertools.pairwise(outcome.arrivals)]
+    return gaps or [float("nan")]
 
 
-async def _drive(port: int, users: list[tuple[str, str]], args: argparse.Namespace) -> None:
+def _say(text: str) -> None:
+    print(f"# {text}", file=sys.stderr, flush=True)
+
+
+async def _drive(
+    port: int, floor_port: int, users: list[tuple[str, str]], args: argparse.Namespace
+) -> None:
     first = Client(port, *users[0])
     await first.open()
-    latencies = await _follow_up_overhead(first, args.samples)
-    print(f"follow_up_overhead_p50: {_percentile(latencies, 0.5):.1f} ms", flush=True)
+    _say(f"follow-up turns and bare LiteLLM streams, alternating, {args.samples} each")
+    latencies, bare = await _follow_up_overhead(first, args.samples, args.api_base)
+    turn_p50, bare_p50 = _percentile(latencies, 0.5), _percentile(bare, 0.5)
+    print(f"follow_up_overhead_p50: {turn_p50:.1f} ms", flush=True)
     print(f"follow_up_overhead_p99: {_percentile(latencies, 0.99):.1f} ms", flush=True)
+    print(f"litellm_stream_first_token_p50: {bare_p50:.1f} ms", flush=True)
+    print(f"pipeline_added_p50: {turn_p50 - bare_p50:.1f} ms", flush=True)
+    _say(f"relaying {args.tokens} tokens")
     rate = await _relay(first, args.tokens)
     print(f"relay_tokens_per_s: {rate:,.0f}", flush=True)
     # The same with the model sending 8 tokens per SSE event: LiteLLM's per-event cost
     # bounds the line above; this one shows what the relay carries when it does not.
     rate = await _relay(first, args.tokens * 4, per_chunk=8)
     print(f"relay_tokens_per_s_8_token_chunks: {rate:,.0f}", flush=True)
+    await first.socket.close()
     for streams in args.streams:
         # Each figure on its own: let the previous phase's after-work (post-processing,
         # LiteLLM's end-of-stream rebuild of a 10,000-chunk answer) finish first.
         await asyncio.sleep(SETTLE_S)
-        clients = [Client(port, *users[n]) for n in range(streams)]
-        for batch in range(0, streams, 50):
-            await asyncio.gather(*(c.open() for c in clients[batch : batch + 50]))
-        gaps = await _inter_frame_gaps(clients, args.stream_tokens, args.stream_gap_ms)
-        print(
-            f"inter_frame_gap_p99_{streams}_streams: {_percentile(gaps, 0.99):.1f} ms", flush=True
-        )
-        await asyncio.gather(*(c.socket.close() for c in clients))
+        _say(f"{streams} concurrent streams on the server")
+        outcomes = await _streams_phase(port, users, streams, args)
+        await asyncio.sleep(SETTLE_S)
+        _say(f"{streams} concurrent streams on the bare Channels floor")
+        floor = await _streams_phase(floor_port, users, streams, args)
+        gap, floor_gap = _percentile(_gaps_ms(outcomes), 0.99), _percentile(_gaps_ms(floor), 0.99)
+        failed = [o for o in outcomes if o.failed]
+        codes = Counter(code for o in failed for code in o.errors or [o.status])
+        print(f"inter_frame_gap_p99_{streams}_streams: {gap:.1f} ms", flush=True)
+        print(f"inter_frame_gap_p99_{streams}_streams_floor: {floor_gap:.1f} ms", flush=True)
+        print(f"inter_frame_gap_ratio_{streams}_streams: {gap / floor_gap:.1f}x", flush=True)
+        print(f"failed_turns_{streams}_streams: {len(failed)}", flush=True)
+        if codes:
+            print(f"failed_turn_codes_{streams}_streams: {dict(codes)}", flush=True)
+        if any(o.failed for o in floor):
+            print(f"failed_floor_turns_{streams}_streams: {sum(o.failed for o in floor)}")
+
+
+def _print_trace(path: Path, turns: int) -> None:
+    """The server's per-step timers (bench/trace_asgi.py), largest share of a turn first."""
+    if not path.exists():
+        _say("the traced server wrote no timings")
+        return
+    steps = json.loads(path.read_text())
+    print(f"# per follow-up turn ({turns} turns): step, calls/turn, p50 ms, ms/turn")
+    for label, step in sorted(steps.items(), key=lambda item: -item[1]["total_ms"]):
+        share = step["total_ms"] / turns
+        print(f"#   {label:45} {step['calls'] / turns:5.1f} {step['p50_ms']:8.3f} {share:8.3f}")
+
+
+def _streams_list(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
 
 
 def main() -> None:
@@ -279,34 +419,47 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=20_000)
     parser.add_argument("--stream-tokens", type=int, default=40, help="tokens per stream")
     parser.add_argument("--stream-gap-ms", type=int, default=100, help="model pause per token")
+    parser.add_argument("--streams", type=_streams_list, default=[200, 500])
     parser.add_argument(
-        "--streams", type=lambda s: [int(x) for x in s.split(",")], default=[200, 500]
+        "--trace",
+        action="store_true",
+        help="serve bench/trace_asgi.py (timers around a turn's steps) and print its table",
     )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="openmates-bench-turn-"))
-    model_port, server_port = _free_port(), _free_port()
+    model_port, server_port, floor_port = _free_port(), _free_port(), _free_port()
+    args.api_base = f"http://127.0.0.1:{model_port}/v1"
     model = multiprocessing.Process(target=serve_instant_model, args=(model_port,), daemon=True)
     model.start()
     services: list[Any] = []
-    daphne = None
+    servers: list[subprocess.Popen[bytes]] = []
     try:
+        _say(f"starting PostgreSQL, Redis, OpenBao in {root}")
         services = _start_services(root, model_port)
+        _say(f"creating {max([1, *args.streams])} users with a chat each")
         users = _create_users(max([1, *args.streams]))
-        daphne = _start_daphne(server_port, root / "daphne.log")
-        asyncio.run(_drive(server_port, users, args))
+        _say("starting Daphne: the server and the bare Channels floor")
+        if args.trace:
+            os.environ["BENCH_TRACE_FILE"] = str(root / "trace.json")
+        app = TRACE_APP if args.trace else SERVER_APP
+        servers.append(_start_daphne(server_port, root / "daphne.log", app))
+        servers.append(_start_daphne(floor_port, root / "floor.log", FLOOR_APP))
+        asyncio.run(_drive(server_port, floor_port, users, args))
     except BaseException:
         log = root / "daphne.log"
         if log.exists():
             sys.stderr.write(log.read_text(errors="replace")[-4000:])
         raise
     finally:
-        if daphne is not None:
-            daphne.terminate()
+        for server in servers:
+            server.terminate()
             try:
-                daphne.wait(timeout=10)
+                server.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                daphne.kill()
+                server.kill()
         model.terminate()
+        if args.trace:
+            _print_trace(root / "trace.json", turns=args.samples + 11)
         for service in services:
             service.destroy()
         shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,169 @@
+"""The server of ``bench/turn_overhead.py --trace``: the real application, with wall-clock
+timers around the steps of a turn (a bench tool: nothing here runs in production).
+
+``openmates.asgi:application`` unchanged, except that the coroutine functions of
+``pipeline.state``, ``chats.cache`` and ``openmates.crypto``, the steps ``pipeline.actions``
+and ``pipeline.turn`` take before the model is called, and the model stream itself are
+wrapped in timers: each call's wall time (for a generator, the time to its first item)
+goes to a per-step list. ``turn.first_delta`` is a socket's ``message.send`` received →
+its first ``stream.delta`` handed to Daphne. At exit the process writes
+``{step: {"calls", "p50_ms", "total_ms"}}`` as JSON to ``$BENCH_TRACE_FILE``; with one
+client sending turns one after another, ``total_ms / turns`` is a step's share of a turn.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import inspect
+import json
+import os
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from openmates.asgi import application
+
+_times: defaultdict[str, list[float]] = defaultdict(list)
+
+
+def _timed_async(label: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await function(*args, **kwargs)
+        finally:
+            _times[label].append(time.perf_counter() - started)
+
+    return timed
+
+
+def _timed_sync(label: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _times[label].append(time.perf_counter() - started)
+
+    return timed
+
+
+def _timed_first_item(label: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        first = True
+        async for item in function(*args, **kwargs):
+            if first:
+                _times[label].append(time.perf_counter() - started)
+                first = False
+            yield item
+
+    return timed
+
+
+def _wrap(module: ModuleType, name: str, label: str | None = None) -> None:
+    function = getattr(module, name)
+    label = label or f"{module.__name__.rsplit('.', 1)[-1]}.{name}"
+    if inspect.isasyncgenfunction(function):
+        setattr(module, name, _timed_first_item(label, function))
+    elif inspect.iscoroutinefunction(function):
+        setattr(module, name, _timed_async(label, function))
+    else:
+        setattr(module, name, _timed_sync(label, function))
+
+
+def _wrap_coroutines(module: ModuleType) -> None:
+    for name, value in list(vars(module).items()):
+        if inspect.iscoroutinefunction(value) and value.__module__ == module.__name__:
+            _wrap(module, name)
+
+
+def _install() -> None:
+    from chats import cache
+    from openmates import crypto, llm
+    from pipeline import actions, consumers, preprocess, prompts, runtime, state, turn
+
+    for module in (state, cache, crypto):
+        _wrap_coroutines(module)
+    for name in ("dispatch", "rate_check", "_chat_or_not_found", "user_key_ensure", "_accept"):
+        _wrap(actions, name)
+    _wrap(actions, "run_turn", "turn.run_turn(first event)")
+    for name in ("db_call", "instance_context_get", "_memory_consent", "_finalize"):
+        _wrap(turn, name)
+    _wrap(turn, "_load_history", "turn._load_history(first event)")
+    _wrap(turn, "respond", "turn.respond(first event)")
+    _wrap(preprocess, "preprocess")
+    for name in ("memories_retrieve", "system_prompt_build", "history_messages"):
+        _wrap(prompts, name)
+    _wrap(llm, "stream", "llm.stream(first event)")
+    registry = runtime.TurnRegistry
+    for name in ("start", "_announce", "ensure_started"):
+        setattr(registry, name, _timed_async(f"runtime.{name}", getattr(registry, name)))
+    _time_first_delta(consumers.ChatConsumer)
+    _time_queries()
+
+
+def _time_queries() -> None:
+    from django.db.backends.signals import connection_created
+
+    def timed(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            words = sql.split()
+            table = next((w for w in words if w.startswith('"') and w != '"id"'), "")
+            _times[f"sql {words[0]} {table.split('.')[0]}"].append(time.perf_counter() - started)
+
+    def wrap(sender: Any, connection: Any, **kwargs: Any) -> None:
+        if timed not in connection.execute_wrappers:
+            connection.execute_wrappers.append(timed)
+
+    connection_created.connect(wrap, weak=False)
+
+
+def _time_first_delta(consumer: Any) -> None:
+    receive, deliver = consumer.receive, consumer.deliver
+
+    async def timed_receive(self: Any, text_data: Any = None, bytes_data: Any = None) -> None:
+        if text_data and '"message.send"' in text_data:
+            self.trace_started = time.perf_counter()
+        await receive(self, text_data, bytes_data)
+
+    async def timed_deliver(self: Any, frame: dict[str, Any]) -> None:
+        started = getattr(self, "trace_started", None)
+        if frame["type"] == "stream.delta" and started is not None:
+            _times["turn.first_delta"].append(time.perf_counter() - started)
+            self.trace_started = None
+        await deliver(self, frame)
+
+    consumer.receive, consumer.deliver = timed_receive, timed_deliver
+
+
+def _dump() -> None:
+    path = os.environ.get("BENCH_TRACE_FILE")
+    if not path:
+        return
+    summary = {
+        label: {
+            "calls": len(values),
+            "p50_ms": round(statistics.median(values) * 1000, 3),
+            "total_ms": round(sum(values) * 1000, 1),
+        }
+        for label, values in _times.items()
+    }
+    with open(path, "w") as out:
+        json.dump(summary, out, indent=1, sort_keys=True)
+
+
+_install()
+atexit.register(_dump)
+
+__all__ = ["application"]
