@@ -37,9 +37,12 @@ from chats.models import Chat
 from chats.sync import chat_metadata, message_metadata, with_server_copies
 from instances.selectors import instance_get_for_user
 from openmates import ids, vault
+from pipeline.protocol import MAX_MESSAGE_CIPHERTEXT_CHARS
 
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
-_MAX_CIPHERTEXT = 180_000  # 64 KiB of UTF-8 plus envelope and base64 overhead
+# Metadata fields and wrapped keys; message and embed content may be as long as the
+# envelope of the longest reply (MAX_MESSAGE_CIPHERTEXT_CHARS, as over the WebSocket).
+_MAX_CIPHERTEXT = 180_000
 _MAX_VERSION = 2**63 - 1  # versions are PostgreSQL bigints
 
 
@@ -122,12 +125,12 @@ class Uuid7Field(serializers.CharField):
 
 
 class EnvelopeField(serializers.CharField):
-    """Standard base64 of a CRYPTO.md §3 envelope (at most ``_MAX_CIPHERTEXT`` characters)."""
+    """Standard base64 of a CRYPTO.md §3 envelope of at most ``max_length`` characters."""
 
     default_error_messages = {"ciphertext": "{problem}"}
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(max_length=_MAX_CIPHERTEXT, **kwargs)
+    def __init__(self, *, max_length: int = _MAX_CIPHERTEXT, **kwargs: Any) -> None:
+        super().__init__(max_length=max_length, **kwargs)
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
@@ -179,8 +182,8 @@ class KdfField(serializers.JSONField):
         return dict(data)
 
 
-def _ciphertext(required: bool = True) -> EnvelopeField:
-    return EnvelopeField(required=required, allow_null=not required)
+def _ciphertext(required: bool = True, max_length: int = _MAX_CIPHERTEXT) -> EnvelopeField:
+    return EnvelopeField(required=required, allow_null=not required, max_length=max_length)
 
 
 def _b64(required: bool = True) -> serializers.RegexField:
@@ -333,7 +336,7 @@ class MessageStoreApi(JsonOnlyApi):
     """PUT: store the client's ciphertext of a message (409 on a stale version)."""
 
     class MessageStoreSerializer(serializers.Serializer):
-        encrypted_content = _ciphertext()
+        encrypted_content = _ciphertext(max_length=MAX_MESSAGE_CIPHERTEXT_CHARS)
         version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
 
     @extend_schema(
@@ -363,7 +366,7 @@ class EmbedStoreApi(JsonOnlyApi):
     """PUT: store the client's ciphertext of an embed (409 on a stale version)."""
 
     class EmbedStoreSerializer(serializers.Serializer):
-        encrypted_content = _ciphertext()
+        encrypted_content = _ciphertext(max_length=MAX_MESSAGE_CIPHERTEXT_CHARS)
         version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
 
     @extend_schema(

@@ -353,15 +353,14 @@ async def turn_ended(socket: Socket, task_id: str, *, chat_id: str | None = None
         snapshot = None  # another user's task: its snapshot is not sealed for this user
     if snapshot is None or (chat_id is not None and snapshot.chat_id != chat_id):
         raise FrameError(ErrorCode.NOT_FOUND, "No such task.", task_id=task_id)
-    await socket.deliver(
-        ev.StreamSnapshot(
-            chat_id=snapshot.chat_id,
-            task_id=task_id,
-            message_id=snapshot.message_id,
-            sequence=snapshot.sequence,
-            content=snapshot.content,
-        ).to_frame()
-    )
+    for frame in ev.StreamSnapshot(
+        chat_id=snapshot.chat_id,
+        task_id=task_id,
+        message_id=snapshot.message_id,
+        sequence=snapshot.sequence,
+        content=snapshot.content,
+    ).to_frames():
+        await socket.deliver(frame)
     if snapshot.status is not None:
         await socket.deliver(
             ev.StreamDone(
@@ -372,6 +371,7 @@ async def turn_ended(socket: Socket, task_id: str, *, chat_id: str | None = None
                 model=snapshot.model,
                 usage=snapshot.usage or {"prompt_tokens": 0, "completion_tokens": 0},
                 status=snapshot.status,
+                sequence=snapshot.sequence,
             ).to_frame()
         )
 
@@ -544,7 +544,8 @@ async def sync_request(socket: Socket, frame: p.SyncRequest) -> None:
     total = 0
     for number, chats in enumerate(phases, start=1):
         total += len(chats)
-        await socket.deliver(ev.SyncPhase(phase=number, chats=tuple(chats)).to_frame())
+        for part in ev.SyncPhase(phase=number, chats=tuple(chats)).to_frames():
+            await socket.deliver(part)
     await socket.deliver(ev.SyncDone(total_chats=total).to_frame())
 
 

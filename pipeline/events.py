@@ -4,12 +4,57 @@
 runtime coalesces into ``StreamDelta`` frames); the WebSocket consumer renders them with
 ``to_frame()``, the ``/v1`` endpoint and channel adapters render them their own way.
 ``to_frame()`` drops optional fields that are ``None`` and turns tuples into lists.
+
+Every rendered frame stays within the protocol's size limit (``pipeline.protocol``: 256
+KiB, 4 MiB for ``sync.*``), measured as the consumer sends it (JSON without ASCII
+escaping, UTF-8): a ``stream.done`` or ``embed.update`` whose text would not fit leaves
+it out (``content_omitted: true``); ``stream.snapshot`` and ``sync.phase`` events render
+as several frames when needed (``to_frames()``); the runtime cuts delta text with
+:func:`delta_pieces` before numbering it.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
+
+from pipeline.protocol import MAX_BULK_FRAME_BYTES, MAX_FRAME_BYTES
+
+# Room for a frame's fields besides its one long text (ids, type, numbers, usage).
+_FRAME_FIELDS_BYTES = 4 * 1024
+# JSON text of one character is at most 6 bytes (a control character as \u00XX).
+_JSON_BYTES_PER_CHAR = 6
+# The most text one stream.delta (or one stream.snapshot part) carries, in characters:
+# whatever it holds, the frame stays under MAX_FRAME_BYTES.
+MAX_TEXT_CHARS_PER_FRAME = (MAX_FRAME_BYTES - _FRAME_FIELDS_BYTES) // _JSON_BYTES_PER_CHAR
+
+
+def frame_bytes(frame: dict[str, Any]) -> int:
+    """Size in bytes of ``frame`` as the consumer sends it (JSON, no ASCII escaping, UTF-8)."""
+    return len(json.dumps(frame, ensure_ascii=False).encode("utf-8"))
+
+
+def delta_pieces(text: str) -> list[str]:
+    """``text`` cut into pieces of at most :data:`MAX_TEXT_CHARS_PER_FRAME` characters.
+
+    Their concatenation is ``text``; an empty text gives no piece.
+    """
+    step = MAX_TEXT_CHARS_PER_FRAME
+    return [text[start : start + step] for start in range(0, len(text), step)]
+
+
+def _without_long_text(frame: dict[str, Any], name: str) -> dict[str, Any]:
+    """``frame``, or when it exceeds MAX_FRAME_BYTES, ``frame`` without its field ``name``
+    and with ``content_omitted: true`` (a cheap bound skips the measuring of short text)."""
+    text = frame.get(name)
+    if not isinstance(text, str) or len(text) <= MAX_TEXT_CHARS_PER_FRAME:
+        return frame
+    if frame_bytes(frame) <= MAX_FRAME_BYTES:
+        return frame
+    trimmed = {key: value for key, value in frame.items() if key != name}
+    trimmed["content_omitted"] = True
+    return trimmed
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +72,10 @@ class ServerEvent:
                 continue
             frame[spec.name] = list(value) if isinstance(value, tuple) else value
         return frame
+
+    def to_frames(self) -> list[dict[str, Any]]:
+        """The frames this event is sent as, each within its size limit (usually one)."""
+        return [self.to_frame()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,12 +184,29 @@ class StreamDelta(ServerEvent):
 
 @dataclass(frozen=True, slots=True)
 class StreamSnapshot(ServerEvent):
+    """The text of deltas 1…``sequence``.
+
+    Text too long for one frame goes out as consecutive frames, each with a piece of it
+    in ``content``, the same ``sequence`` and ``part`` (1, 2, …) of ``parts``; the client
+    applies the snapshot once it has the last part.
+    """
+
     TYPE: ClassVar[str] = "stream.snapshot"
     chat_id: str
     task_id: str
     message_id: str
     sequence: int
     content: str
+
+    def to_frames(self) -> list[dict[str, Any]]:
+        pieces = delta_pieces(self.content)
+        if len(pieces) <= 1:
+            return [self.to_frame()]
+        frame = self.to_frame()
+        return [
+            {**frame, "content": piece, "part": number, "parts": len(pieces)}
+            for number, piece in enumerate(pieces, start=1)
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,15 +223,28 @@ class SkillStatus(ServerEvent):
 
 @dataclass(frozen=True, slots=True)
 class EmbedUpdate(ServerEvent):
+    """``content``: left out (``content_omitted: true``) when the frame would exceed the
+    limit; the embed then stays in the server's embed cache only."""
+
     TYPE: ClassVar[str] = "embed.update"
     embed_id: str
     status: str
     content: str | None = None
 
+    def to_frame(self) -> dict[str, Any]:
+        return _without_long_text(ServerEvent.to_frame(self), "content")
+
 
 @dataclass(frozen=True, slots=True)
 class StreamDone(ServerEvent):
-    """``usage``: ``{"prompt_tokens": int, "completion_tokens": int}``."""
+    """The turn's end. ``usage``: ``{"prompt_tokens": int, "completion_tokens": int}``.
+
+    ``sequence``: the number of the last delta (the reply is deltas 1…``sequence``), when
+    the sender knows it. ``finish_reason``: ``"length"`` when the reply was cut at the
+    deployment's maximum reply size. A ``content`` too long for one frame is left out
+    (``content_omitted: true``): the client uses the deltas it has, or, missing some,
+    reads the server's copy of the reply (REST ``GET /api/chats/<id>/messages/``).
+    """
 
     TYPE: ClassVar[str] = "stream.done"
     chat_id: str
@@ -175,6 +254,11 @@ class StreamDone(ServerEvent):
     model: str
     usage: dict[str, int]
     status: str  # done | interrupted | cancelled | failed
+    sequence: int | None = None
+    finish_reason: str | None = None
+
+    def to_frame(self) -> dict[str, Any]:
+        return _without_long_text(ServerEvent.to_frame(self), "content")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,9 +289,52 @@ class TaskCancelled(ServerEvent):
 
 @dataclass(frozen=True, slots=True)
 class SyncPhase(ServerEvent):
+    """One sync phase's chats; ``to_frames()`` spreads them over as many ``sync.phase``
+    frames (same ``phase``) as keep each within 4 MiB, a chat with more messages than
+    fit in one frame over several (each copy with its metadata and some messages)."""
+
     TYPE: ClassVar[str] = "sync.phase"
     phase: int
     chats: tuple[dict[str, Any], ...]
+
+    def to_frames(self) -> list[dict[str, Any]]:
+        budget = MAX_BULK_FRAME_BYTES - _FRAME_FIELDS_BYTES
+        frames: list[dict[str, Any]] = []
+        batch: list[dict[str, Any]] = []
+        used = 0
+        for chat in self.chats:
+            for piece, size in _chat_pieces(chat, budget):
+                if batch and used + size > budget:
+                    frames.append({"type": self.TYPE, "phase": self.phase, "chats": batch})
+                    batch, used = [], 0
+                batch.append(piece)
+                used += size
+        if batch or not frames:
+            frames.append({"type": self.TYPE, "phase": self.phase, "chats": batch})
+        return frames
+
+
+def _chat_pieces(chat: dict[str, Any], budget: int) -> list[tuple[dict[str, Any], int]]:
+    """``chat`` as ``[(chat object, JSON bytes + 1)]``: itself when it fits ``budget``,
+    else copies of its metadata each with as many of its messages as fit."""
+    size = frame_bytes(chat) + 1
+    messages = chat.get("messages")
+    if size <= budget or not messages:
+        return [(chat, size)]
+    meta = {key: value for key, value in chat.items() if key != "messages"}
+    base = frame_bytes({**meta, "messages": []}) + 1
+    pieces: list[tuple[dict[str, Any], int]] = []
+    group: list[dict[str, Any]] = []
+    used = base
+    for message in messages:
+        cost = frame_bytes(message) + 1
+        if group and used + cost > budget:
+            pieces.append(({**meta, "messages": group}, used))
+            group, used = [], base
+        group.append(message)
+        used += cost
+    pieces.append(({**meta, "messages": group}, used))
+    return pieces
 
 
 @dataclass(frozen=True, slots=True)

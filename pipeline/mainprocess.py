@@ -27,6 +27,7 @@ from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.preprocess import strip_invisible
 from pipeline.prompts import fence_tool_output
+from pipeline.protocol import max_reply_bytes
 from pipeline.runtime import TurnControl
 from skills.executor import execute_tool
 from skills.registry import ToolContext, ToolSpec
@@ -85,10 +86,25 @@ class MainResult:
     status: str = "done"  # done | interrupted | failed | cancelled
     error: ev.Error | None = None
     embed_ids: list[str] = field(default_factory=list)
+    # "length" once the reply reached protocol.max_reply_bytes() and was cut there.
+    finish_reason: str | None = None
+    reply_bytes: int = 0
 
     @property
     def content(self) -> str:
         return "".join(self.parts)
+
+    def take_text(self, text: str) -> str:
+        """The part of ``text`` that keeps the reply within ``max_reply_bytes()`` (UTF-8),
+        cut at a character boundary; past the cap ``finish_reason`` becomes ``"length"``."""
+        size = len(text.encode("utf-8"))
+        room = max_reply_bytes() - self.reply_bytes
+        if size > room:
+            text = text.encode("utf-8")[: max(room, 0)].decode("utf-8", "ignore")
+            size = len(text.encode("utf-8"))
+            self.finish_reason = "length"
+        self.reply_bytes += size
+        return text
 
     @property
     def usage(self) -> dict[str, int]:
@@ -133,9 +149,13 @@ async def respond(
                     result.status = "cancelled"
                     return
                 if isinstance(item, llm.TextDelta):
-                    result.parts.append(item.text)
-                    round_text.append(item.text)
-                    yield ev.ReplyDelta(text=item.text)
+                    text = result.take_text(item.text)
+                    if text:
+                        result.parts.append(text)
+                        round_text.append(text)
+                        yield ev.ReplyDelta(text=text)
+                    if result.finish_reason == "length":
+                        return
                 elif isinstance(item, llm.ToolCall):
                     calls.append(item)
                 elif isinstance(item, llm.Usage):

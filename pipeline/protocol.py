@@ -3,8 +3,10 @@
 ``parse_frame(text)`` turns one WebSocket text frame into a frozen pydantic model, one
 class per client frame type, or raises ``FrameError`` carrying the PROTOCOL.md error code:
 
-* ``frame_too_large``: more than 256 KiB (4 MiB for ``chat.history`` and ``sync.*``), or a
-  message ``content`` over 64 KiB of UTF-8;
+* ``frame_too_large``: more than 256 KiB (4 MiB for the bulk frames ``chat.history``,
+  ``message.store`` and ``sync.*``), a user message's ``content`` over 64 KiB of UTF-8, an
+  assistant message's over :data:`MAX_REPLY_BYTES`, or an ``encrypted_content`` longer than
+  the envelope of the longest reply (:data:`MAX_MESSAGE_CIPHERTEXT_CHARS`);
 * ``unknown_type``: a JSON object whose ``type`` is not a client frame type;
 * ``invalid_frame``: anything else wrong (not strict JSON, including NaN/Infinity, numbers
   overflowing a float, integers past Python's digit limit and nesting past the recursion
@@ -24,15 +26,52 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from django.conf import settings
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from openmates.ids import envelope_problem, is_uuid7
 
+# The size limits, all in one place; the others are derived from these.
 MAX_FRAME_BYTES = 256 * 1024
 MAX_BULK_FRAME_BYTES = 4 * 1024 * 1024
+BULK_FRAME_TYPES = frozenset({"chat.history", "message.store"})
+# A user's message (what message.send carries).
 MAX_CONTENT_BYTES = 64 * 1024
-# Smallest CRYPTO.md §3 envelope: version byte, 8-byte key id, 12-byte iv, 16-byte GCM tag.
+# The longest reply the server produces (``max_reply_bytes``), and so the longest
+# plaintext a client stores or sends back as history.
+MAX_REPLY_BYTES = 512 * 1024
+# CRYPTO.md §3 envelope around the plaintext: version byte, 8-byte key id, 12-byte iv,
+# 16-byte GCM tag.
+ENVELOPE_OVERHEAD_BYTES = 1 + 8 + 12 + 16
+
+
+def ciphertext_chars(plaintext_bytes: int) -> int:
+    """Length in characters of the base64 CRYPTO.md §3 envelope of ``plaintext_bytes``."""
+    return 4 * -(-(plaintext_bytes + ENVELOPE_OVERHEAD_BYTES) // 3)
+
+
+# The longest ``encrypted_content`` a client stores (a message of MAX_REPLY_BYTES).
+MAX_MESSAGE_CIPHERTEXT_CHARS = ciphertext_chars(MAX_REPLY_BYTES)
+# The stored envelope and its frame's other fields fit in one bulk frame.
+assert MAX_MESSAGE_CIPHERTEXT_CHARS + MAX_FRAME_BYTES <= MAX_BULK_FRAME_BYTES
+
+
+def max_reply_bytes() -> int:
+    """The reply cap of this deployment in UTF-8 bytes: ``PIPELINE_MAX_REPLY_BYTES``,
+    never above :data:`MAX_REPLY_BYTES` (what clients can store and send back)."""
+    configured = int(getattr(settings, "PIPELINE_MAX_REPLY_BYTES", MAX_REPLY_BYTES))
+    return max(1, min(configured, MAX_REPLY_BYTES))
+
+
 _SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 _TOOL_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _REQUEST_ID_RE = re.compile(r"^[-a-zA-Z0-9_.:]{1,128}$")
@@ -104,18 +143,26 @@ def _request_id(value: str) -> str:
 
 
 def _envelope(value: str) -> str:
+    if len(value) > MAX_MESSAGE_CIPHERTEXT_CHARS:
+        raise PydanticCustomError(
+            _SIZE_ERROR, f"is longer than {MAX_MESSAGE_CIPHERTEXT_CHARS} characters"
+        )
     problem = envelope_problem(value)
     if problem is not None:
         raise PydanticCustomError("ciphertext", problem)
     return value
 
 
-def _content(value: str) -> str:
-    if len(value.encode("utf-8")) > MAX_CONTENT_BYTES:
-        raise PydanticCustomError(_SIZE_ERROR, "is larger than 64 KiB of UTF-8")
+def _content_within(value: str, limit: int) -> str:
+    if len(value.encode("utf-8")) > limit:
+        raise PydanticCustomError(_SIZE_ERROR, f"is larger than {limit // 1024} KiB of UTF-8")
     if not value.strip():
         raise PydanticCustomError("empty", "must not be empty")
     return value
+
+
+def _content(value: str) -> str:
+    return _content_within(value, MAX_CONTENT_BYTES)
 
 
 Uuid7 = Annotated[str, AfterValidator(_uuid7)]
@@ -135,11 +182,21 @@ class _Model(BaseModel):
 
 
 class HistoryMessage(_Model):
-    """One message of a client-supplied history (oldest first)."""
+    """One message of a client-supplied history (oldest first).
+
+    ``content``: a user message at most 64 KiB of UTF-8, an assistant reply at most
+    :data:`MAX_REPLY_BYTES` (the longest the server produces).
+    """
 
     message_id: Uuid7
     role: Role
-    content: Content
+    content: str
+
+    @field_validator("content")
+    @classmethod
+    def _content_for_role(cls, value: str, info: ValidationInfo) -> str:
+        assistant = info.data.get("role") == "assistant"
+        return _content_within(value, MAX_REPLY_BYTES if assistant else MAX_CONTENT_BYTES)
 
 
 class Overrides(_Model):
@@ -276,8 +333,12 @@ _ID_FIELDS = ("request_id", "chat_id", "task_id", "message_id")
 
 
 def frame_size_limit(frame_type: str) -> int:
-    """Largest allowed encoded size in bytes for a frame of ``frame_type``."""
-    if frame_type == "chat.history" or frame_type.startswith("sync."):
+    """Largest allowed encoded size in bytes for a frame of ``frame_type``.
+
+    The bulk frames (whole histories, a stored reply's envelope, sync answers) may reach
+    4 MiB; every other frame, in either direction, 256 KiB.
+    """
+    if frame_type in BULK_FRAME_TYPES or frame_type.startswith("sync."):
         return MAX_BULK_FRAME_BYTES
     return MAX_FRAME_BYTES
 

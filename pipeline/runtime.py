@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import weakref
@@ -279,6 +280,7 @@ class TurnRegistry:
                     model="",
                     usage={"prompt_tokens": 0, "completion_tokens": 0},
                     status="failed",
+                    sequence=turn.sequence,
                 ),
             )
 
@@ -326,6 +328,7 @@ class TurnRegistry:
         if isinstance(event, ev.StreamDone):
             turn.finishing = True
             await self._flush_text(turn)
+            event = dataclasses.replace(event, sequence=turn.sequence)
             turn.done = StreamDoneInfo(event.status, event.model, dict(event.usage))
             await self._save_snapshot(turn)
             await self._emit(turn, event)
@@ -385,19 +388,21 @@ class TurnRegistry:
                 return
             text = "".join(turn.pending)
             turn.pending.clear()
-            turn.sequence += 1
-            turn.parts.append(text)
             turn.last_emit = time.monotonic()
             turn.snapshot_dirty = True
             record = turn.record
-            frame = ev.StreamDelta(
-                chat_id=record.chat_id,
-                task_id=record.task_id,
-                message_id=record.assistant_message_id,
-                sequence=turn.sequence,
-                delta=text,
-            ).to_frame()
-            await self._deliver(turn, frame)
+            # Text that arrived faster than it was flushed goes out in frame-sized deltas.
+            for piece in ev.delta_pieces(text):
+                turn.sequence += 1
+                turn.parts.append(piece)
+                frame = ev.StreamDelta(
+                    chat_id=record.chat_id,
+                    task_id=record.task_id,
+                    message_id=record.assistant_message_id,
+                    sequence=turn.sequence,
+                    delta=piece,
+                ).to_frame()
+                await self._deliver(turn, frame)
 
     async def _emit(self, turn: ActiveTurn, event: ev.ServerEvent) -> None:
         await self._flush_text(turn)
@@ -456,7 +461,7 @@ class TurnRegistry:
             return None
         catch_up = [] if resume else list(turn.lifecycle)
         if resume or turn.sequence:
-            catch_up.append(self._snapshot_frame(turn))
+            catch_up.extend(self._snapshot_frames(turn))
         if resume:
             # A turn still waiting for the chat's history asks the resuming socket again
             # (the socket it first asked may be gone: a closed tab, a reconnect).
@@ -471,7 +476,7 @@ class TurnRegistry:
         return catch_up
 
     @staticmethod
-    def _snapshot_frame(turn: ActiveTurn) -> dict[str, Any]:
+    def _snapshot_frames(turn: ActiveTurn) -> list[dict[str, Any]]:
         # Text not yet numbered stays pending: it goes out as the next delta.
         record = turn.record
         return ev.StreamSnapshot(
@@ -480,7 +485,7 @@ class TurnRegistry:
             message_id=record.assistant_message_id,
             sequence=turn.sequence,
             content="".join(turn.parts),
-        ).to_frame()
+        ).to_frames()
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         """Forget a local socket (it closed); its turns go on."""

@@ -212,6 +212,7 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
         model=result.model,
         usage=result.usage,
         status=result.status,
+        finish_reason=result.finish_reason,
     )
     if result.status != "done":
         return

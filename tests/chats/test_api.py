@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from chats import cache, services
 from chats.models import Chat, Message, UserKeys
 from instances.models import InstanceMember
 from openmates import crypto, vault
+from pipeline import protocol
 from pipeline.ids import new_id
 from tests.chats.rest import client_envelope, signed_in_client
 
@@ -112,6 +114,35 @@ def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner
     assert Message.objects.get(pk=first.pk).encrypted_content == content
     not_b64 = client.put(url, {"encrypted_content": "plain text!", "version": 1}, format="json")
     assert not_b64.status_code == 400
+
+
+def test_a_400_kb_reply_is_stored_over_rest_and_its_server_copy_goes(
+    chat: Chat, keyed_owner: Any
+) -> None:
+    reply = services.assistant_message_create(chat=chat, message_id=_id())
+    text = "A long answer — with “quotes”.\n" * 13_000
+    assert len(text.encode()) > 400_000
+    services.assistant_reply_keep(
+        chat=chat, message_id=reply.pk, content=text, model="m", usage=None
+    )
+    client = signed_in_client(keyed_owner)
+    listed = client.get(f"/api/chats/{chat.pk}/messages/").json()["messages"]
+    assert listed[-1]["content"] == text
+    assert listed[-1]["needs_store"] is True
+    # The browser's envelope of that text: iv, key id and tag around as many bytes.
+    ciphertext = client_envelope(os.urandom(len(text.encode()) + 16))
+    assert len(ciphertext) == protocol.ciphertext_chars(len(text.encode()))
+    url = f"/api/chats/{chat.pk}/messages/{reply.pk}/"
+    stored = client.put(url, {"encrypted_content": ciphertext, "version": 0}, format="json")
+    assert stored.status_code == 200
+    assert stored.json()["version"] == 1
+    row = Message.objects.get(pk=reply.pk)
+    assert row.encrypted_content == ciphertext
+    assert row.server_content is None
+    too_long = client_envelope(os.urandom(protocol.MAX_REPLY_BYTES + 16 + 3))
+    refused = client.put(url, {"encrypted_content": too_long, "version": 1}, format="json")
+    assert refused.status_code == 400
+    assert Message.objects.get(pk=reply.pk).version == 1
 
 
 def test_chat_patch_conflicts_on_a_stale_version(chat: Chat, keyed_owner: Any) -> None:

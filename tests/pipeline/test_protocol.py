@@ -164,6 +164,39 @@ def test_history_message_content_over_64_kib_is_too_large() -> None:
     assert error.code is ErrorCode.FRAME_TOO_LARGE
 
 
+def test_assistant_history_messages_may_be_as_long_as_the_longest_reply() -> None:
+    fields = _valid_frames()["chat.history"]
+    reply = "é" * (protocol.MAX_REPLY_BYTES // 2)
+    messages = [{"message_id": new_id(), "role": "assistant", "content": reply}]
+    parsed = parse_frame(_frame(type="chat.history", **fields | {"messages": messages}))
+    assert isinstance(parsed, protocol.ChatHistory)
+    assert parsed.messages[0].content == reply
+    messages[0]["content"] = reply + "x"
+    error = _error(_frame(type="chat.history", **fields | {"messages": messages}))
+    assert error.code is ErrorCode.FRAME_TOO_LARGE
+    assert error.message.startswith("messages.0.content:")
+
+
+def _envelope_chars(chars: int) -> str:
+    """A valid envelope of exactly ``chars`` base64 characters (a multiple of 4)."""
+    return base64.b64encode(b"\x01" + b"k" * 8 + b"i" * 12 + b"c" * (chars // 4 * 3 - 21)).decode()
+
+
+def test_message_store_takes_the_envelope_of_the_longest_reply_in_a_bulk_frame() -> None:
+    fields = _valid_frames()["message.store"]
+    longest = _envelope_chars(protocol.MAX_MESSAGE_CIPHERTEXT_CHARS)
+    assert len(longest) == protocol.ciphertext_chars(protocol.MAX_REPLY_BYTES)
+    text = _frame(type="message.store", **fields | {"encrypted_content": longest})
+    assert len(text) > protocol.MAX_FRAME_BYTES
+    parsed = parse_frame(text)
+    assert isinstance(parsed, protocol.MessageStore)
+    assert parsed.encrypted_content == longest
+    longer = _envelope_chars(protocol.MAX_MESSAGE_CIPHERTEXT_CHARS + 4)
+    error = _error(_frame(type="message.store", **fields | {"encrypted_content": longer}))
+    assert error.code is ErrorCode.FRAME_TOO_LARGE
+    assert error.message.startswith("encrypted_content:")
+
+
 def test_ordinary_frame_over_256_kib_is_too_large() -> None:
     chat = new_id()
     text = _frame(type="chat.update", chat_id=chat, version=1, padding="x" * (256 * 1024))
