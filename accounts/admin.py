@@ -1,18 +1,20 @@
-"""Admin for sign-up policies, invitations (tokens are shown once, on creation) and API
+"""Admin for sign-up policies, invitations (tokens are shown once, on creation), API
 tokens (listed and revoked here; created by ``create_api_key`` or the account page, so a
-plaintext token never passes through the admin's message storage)."""
+plaintext token never passes through the admin's message storage) and users (Django's
+user admin, deleting through ``account_delete``)."""
 
 from __future__ import annotations
 
 from typing import Any, cast
 
 from django.contrib import admin, messages
+from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.models import ApiToken, Invitation, SignupPolicy
-from accounts.services import api_token_revoke, invitation_create
+from accounts.services import account_delete, api_token_revoke, invitation_create
 
 
 @admin.register(SignupPolicy)
@@ -74,3 +76,22 @@ class ApiTokenAdmin(admin.ModelAdmin):
         for token in tokens:
             api_token_revoke(token=token)
         messages.success(request, f"Revoked {len(tokens)} API token(s).")
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class AccountUserAdmin(UserAdmin):
+    """Django's user admin; deleting a user is an account deletion (``account_delete``):
+    the transit key is shredded and the caches dropped, not only the rows.
+
+    A Vault failure raises (an error page) and leaves that user undeleted.
+    """
+
+    def delete_model(self, request: HttpRequest, obj: User) -> None:
+        account_delete(user=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        for user in queryset:
+            account_delete(user=user)

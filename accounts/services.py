@@ -10,6 +10,7 @@ socket of the user joins. A socket opened with an API token also joins
 
 from __future__ import annotations
 
+import logging
 import secrets
 from datetime import datetime, timedelta
 
@@ -22,6 +23,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from accounts.deletion import account_data_owners
 from accounts.models import ApiToken, Invitation
 from accounts.selectors import (
     api_token_digest,
@@ -29,9 +31,11 @@ from accounts.selectors import (
     invitation_token_hash,
     signup_target_get,
 )
-from chats import services as chat_services
 from instances.models import Instance, InstanceMember
 from instances.services import instance_member_set
+from openmates import crypto, vault
+
+logger = logging.getLogger(__name__)
 
 SESSION_ENDED_CLOSE_CODE = 4401
 INVITATION_VALID_DAYS = 14
@@ -70,6 +74,15 @@ def _sockets_close(group: str) -> None:
 def user_sockets_close(*, user_id: int | str) -> None:
     """Close every socket of the user with 4401, once the surrounding transaction commits."""
     _sockets_close(user_socket_group(user_id))
+
+
+def user_transit_key_ensure(*, user_id: int | str) -> None:
+    """Create the user's named transit key ``user-<id>`` (idempotent; admin token).
+
+    Raises:
+        openmates.vault.VaultError: Vault refused or is unreachable.
+    """
+    vault.ensure_key(vault.user_key_name(user_id))
 
 
 def invitation_create(
@@ -117,7 +130,7 @@ def user_sign_up(*, username: str, email: str, password: str, invitation_token: 
     instance_member_set(instance=target.instance, user=user, role=InstanceMember.Role.MEMBER)
     # The user's named transit key must exist before anything of theirs is sealed; a
     # VaultError here rolls the sign-up back (``ensure_key`` is idempotent on retry).
-    chat_services.user_transit_key_ensure(user_id=user.pk)
+    user_transit_key_ensure(user_id=user.pk)
     if invitation is not None:
         invitation.used_by = user
         invitation.used_at = timezone.now()
@@ -134,18 +147,28 @@ def user_sign_out(*, request: HttpRequest) -> None:
 
 
 def account_delete(*, user: User) -> None:
-    """Delete the account and everything it owns; its sockets close with 4401.
+    """Delete an account so nothing of it decrypts any more (crypto-shred first).
 
-    ``chats.services.account_delete`` shreds the user's transit key first, then removes
-    cache entries and rows (see there).
+    The one place an account is deleted (the account page, ``DELETE /api/account/`` and
+    the admin call it). Order: the user's transit key ``user-<id>`` (every server-side
+    envelope of theirs becomes unreadable at once) and the in-process data keys under it;
+    then, in one transaction, each app's part (``accounts.deletion``: ``chats`` drops the
+    user's cache entries and locks their chats) and the user row with everything that
+    cascades from it. The user's sockets close with 4401 once that commits (the user
+    model's ``post_delete`` receiver, ``accounts.signals.user_deleted``).
 
     Raises:
         openmates.vault.VaultError: Vault could not delete the key; nothing was deleted.
     """
     user_id = user.pk
+    key_name = vault.user_key_name(user_id)
+    vault.delete_key(key_name)
+    crypto.forget_key(key_name)
     with transaction.atomic():
-        chat_services.account_delete(user=user)
-        user_sockets_close(user_id=user_id)
+        for owner in account_data_owners():
+            owner.account_data_delete(user_id=user_id)
+        user.delete()
+    logger.info("account %s deleted", user_id)
 
 
 def api_token_create(

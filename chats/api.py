@@ -1,4 +1,4 @@
-"""REST endpoints under ``/api/chats/`` and ``/api/account/`` (thin: authorise, call, return).
+"""REST endpoints under ``/api/chats/`` (thin: authorise, call, return).
 
 Only the owner sees a chat; for everyone else every chat URL answers 404. Bodies carry
 client ciphertext (CRYPTO.md §3) as standard base64 text; a stale ``version`` answers 409
@@ -7,8 +7,8 @@ with ``{"code": "conflict", "version": <current>}``.
 The same rules as the WebSocket protocol (``pipeline/protocol.py``, via
 :mod:`openmates.ids`): ids are lowercase UUIDv7, ciphertext is a CRYPTO.md §3 envelope,
 integers and booleans are JSON integers and booleans (no strings), bodies are JSON only
-(anything else answers 415) and nested at most :data:`MAX_JSON_DEPTH` levels (deeper
-answers 400 ``{"code": "too_deeply_nested"}``). An id in the path that is not a UUIDv7
+(anything else answers 415) and nested at most ``openmates.rest.MAX_JSON_DEPTH`` levels
+(deeper answers 400 ``{"code": "too_deeply_nested"}``). An id in the path that is not a UUIDv7
 answers 404 ``not_found`` like an unknown one. Error bodies are
 ``{"code": ..., "message": ...}`` (``openmates.api_errors``).
 """
@@ -22,95 +22,26 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, NotFound
+from rest_framework.exceptions import NotFound
 from rest_framework.pagination import CursorPagination
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
-from rest_framework.views import APIView
 
-from accounts.permissions import SessionOnly, SessionOnlyForWrites
+from accounts.permissions import SessionOnlyForWrites
 from chats import selectors, services
 from chats.models import Chat
 from chats.sync import chat_metadata, message_metadata, with_server_copies
 from instances.selectors import instance_get_for_user
 from openmates import ids, vault
 from pipeline.protocol import MAX_MESSAGE_CIPHERTEXT_CHARS
+from openmates.rest import JsonOnlyApi
 
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 # Metadata fields and wrapped keys; message and embed content may be as long as the
 # envelope of the longest reply (MAX_MESSAGE_CIPHERTEXT_CHARS, as over the WebSocket).
 _MAX_CIPHERTEXT = 180_000
 _MAX_VERSION = 2**63 - 1  # versions are PostgreSQL bigints
-
-
-MAX_JSON_DEPTH = 32
-
-
-class TooDeeplyNested(APIException):
-    """A JSON body nested deeper than :data:`MAX_JSON_DEPTH` (400, stable code)."""
-
-    status_code = 400
-    default_code = "too_deeply_nested"
-
-    def __init__(self) -> None:
-        super().__init__(
-            {
-                "code": "too_deeply_nested",
-                "message": f"JSON bodies nest at most {MAX_JSON_DEPTH} levels",
-            }
-        )
-
-
-def _depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests lists/objects deeper than ``limit`` (iterative, no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return True
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
-    return False
-
-
-class StrictJSONParser(JSONParser):
-    """DRF's JSON parser, refusing bodies nested deeper than :data:`MAX_JSON_DEPTH`.
-
-    Raises:
-        TooDeeplyNested: too deep (also when the decoder itself runs out of recursion).
-        rest_framework.exceptions.ParseError: not JSON (from DRF's parser).
-    """
-
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        try:
-            data = super().parse(stream, media_type, parser_context)
-        except RecursionError:
-            raise TooDeeplyNested() from None
-        if _depth_exceeds(data, MAX_JSON_DEPTH):
-            raise TooDeeplyNested()
-        return data
-
-
-class JsonOnlyApi(APIView):
-    """Base of this module's views: JSON bodies only, depth-limited."""
-
-    parser_classes = [StrictJSONParser]
-
-    def get_authenticate_header(self, request: Request) -> str:
-        """The first authenticator's challenge that exists (the API token's ``Bearer``).
-
-        DRF asks only the first class, the session, which has none, and then turns "no
-        credentials" into 403; with a challenge it is 401, as HTTP means it.
-        """
-        for authenticator in self.get_authenticators():
-            header = authenticator.authenticate_header(request)
-            if header:
-                return str(header)
-        return ""
 
 
 class Uuid7Field(serializers.CharField):
@@ -443,33 +374,3 @@ class UserKeysApi(JsonOnlyApi):
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response({"version": keys.version})
-
-
-class AccountDeleteApi(JsonOnlyApi):
-    """DELETE with ``{"password": ...}``: delete the account; nothing of it decrypts after.
-
-    Browser sessions only: an API token answers 403 ``session_required``. The password
-    check is throttled per user (``REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["password"]``,
-    5 a minute by default): past that, 429 ``{"code": "throttled", "retry_after": <s>}``.
-    """
-
-    permission_classes = [IsAuthenticated, SessionOnly]
-    throttle_classes = [ScopedRateThrottle]
-    throttle_scope = "password"
-
-    class AccountDeleteSerializer(serializers.Serializer):
-        password = serializers.CharField()
-
-    @extend_schema(
-        operation_id="account_destroy", request=AccountDeleteSerializer, responses={204: None}
-    )
-    def delete(self, request: Request) -> Response:
-        body = self.AccountDeleteSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        if not request.user.check_password(body.validated_data["password"]):
-            return Response(
-                {"code": "permission_denied", "message": "wrong password"},
-                status=status.HTTP_403_FORBIDDEN,
-            )
-        services.account_delete(user=request.user)
-        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,4 +1,4 @@
-"""App config for ``chats``."""
+"""App config for ``chats``: joins account deletion (``accounts.deletion``)."""
 
 from __future__ import annotations
 
@@ -10,3 +10,10 @@ class ChatsConfig(AppConfig):
 
     name = "chats"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Register the chats part of account deletion."""
+        from accounts.deletion import account_data_owner_register
+        from chats.services import ChatsAccountData
+
+        account_data_owner_register(ChatsAccountData())

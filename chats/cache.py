@@ -393,6 +393,8 @@ _ALL_PATTERNS = (
     "user:*:embeds",
     "embed:*",
     "chat:*:memory_consent",
+    "om:chat:*:ai-meta",
+    "om:pending:*",
 )
 
 
@@ -409,11 +411,19 @@ def _scan_delete(client: redis.Redis, pattern: str) -> int:
     return removed
 
 
-def prune(*, user_id: int | str | None = None, chat_ids: list[str] | None = None) -> int:
-    """Remove cache entries: one user's (AI, sync, embed, consent) or, with no user, all.
+def prune(
+    *,
+    user_id: int | str | None = None,
+    chat_ids: list[str] | None = None,
+    message_ids: list[str] | None = None,
+) -> int:
+    """Remove cache entries: one user's (AI, sync, embed, consent, the pipeline's chat
+    notes and kept texts) or, with no user, all.
 
-    ``chat_ids`` adds chats whose consent keys should go too (a user's chats from the
-    database; the LRU set names only the cached ones). Returns the number of keys removed.
+    ``chat_ids`` adds chats whose consent keys and notes should go too (a user's chats
+    from the database; the LRU set names only the cached ones); ``message_ids`` user
+    messages whose kept text for ``message.retry`` goes too. Returns the number of keys
+    removed.
     """
     client = redis_client()
     if user_id is None:
@@ -422,12 +432,24 @@ def prune(*, user_id: int | str | None = None, chat_ids: list[str] | None = None
     chats = set(_texts(client.zrange(lru_key(user_id), 0, -1)))
     chats |= set(chat_ids or [])
     removed = _scan_delete(client, f"user:{user_id}:*")
-    keys = [embed_key(e) for e in embeds] + [consent_key(c) for c in chats]
+    keys = [
+        *(embed_key(e) for e in embeds),
+        *(consent_key(c) for c in chats),
+        *(chat_notes_key(c) for c in chats),
+        *(pending_text_key(m) for m in message_ids or []),
+    ]
     if keys:
         removed += _count(client.delete(*keys))
     return removed
 
 
-async def aprune(*, user_id: int | str | None = None, chat_ids: list[str] | None = None) -> int:
+async def aprune(
+    *,
+    user_id: int | str | None = None,
+    chat_ids: list[str] | None = None,
+    message_ids: list[str] | None = None,
+) -> int:
     """Async twin of :func:`prune` (runs it off the event loop)."""
-    return await asyncio.to_thread(prune, user_id=user_id, chat_ids=chat_ids)
+    return await asyncio.to_thread(
+        prune, user_id=user_id, chat_ids=chat_ids, message_ids=message_ids
+    )

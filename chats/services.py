@@ -697,32 +697,37 @@ def user_transit_key_ensure(*, user_id: int | str) -> None:
     vault.ensure_key(vault.user_key_name(user_id))
 
 
-def account_delete(*, user: Any) -> None:
-    """Delete an account so nothing of it decrypts any more (crypto-shred first).
+def account_data_delete(*, user_id: int) -> None:
+    """The chats part of deleting an account (called by ``accounts.services.account_delete``
+    inside its transaction, after the user's transit key is gone).
 
-    Order: the user's transit key (every server-side envelope of theirs becomes
-    unreadable at once), the in-process data keys, their Redis entries, then their rows
-    (chats, messages, embeds, keys and whatever else cascades from the user).
-
-    Raises:
-        openmates.vault.VaultError: Vault refused or is unreachable; nothing was deleted.
+    Drops the user's cache entries (AI, sync and embed caches, consents, the pipeline's
+    chat notes and the kept texts of unanswered messages) and locks the user's chats in
+    the lock order (chat first), so the cascade from the user row then locks the rest.
     """
-    user_id = user.pk
-    key_name = vault.user_key_name(user_id)
-    vault.delete_key(key_name)
-    crypto.forget_key(key_name)
-    chat_ids = list(Chat.objects.filter(owner_id=user_id).values_list("id", flat=True))
-    removed = cache.prune(user_id=user_id, chat_ids=chat_ids)
-    with transaction.atomic():
-        # Chats first, in one order (the lock order); the cascade then locks the rest.
-        list(
-            Chat.objects.select_for_update(no_key=True)
-            .filter(owner_id=user_id)
-            .order_by("pk")
-            .values_list("pk")
-        )
-        user.delete()
-    logger.info("account %s deleted (%d cache entries removed)", user_id, removed)
+    chat_ids = list(
+        Chat.objects.select_for_update(no_key=True)
+        .filter(owner_id=user_id)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+    unanswered = list(
+        Message.objects.filter(chat__owner_id=user_id, role=MessageRole.USER)
+        .exclude(status=MessageStatus.DONE)
+        .values_list("id", flat=True)
+    )
+    removed = cache.prune(user_id=user_id, chat_ids=chat_ids, message_ids=unanswered)
+    logger.info("account %s: %d cache entries removed", user_id, removed)
+
+
+class ChatsAccountData:
+    """The chats app's part in account deletion (``accounts.deletion``)."""
+
+    name = "chats"
+
+    def account_data_delete(self, *, user_id: int) -> None:
+        """See :func:`account_data_delete`."""
+        account_data_delete(user_id=user_id)
 
 
 # --- Async twins for the turn's hot path (one thread hop per service call) -------------

@@ -1,9 +1,9 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels.
 
 ``daphne openmates.asgi:application`` serves both. The WebSocket stack checks the
-``Origin`` header against ``ALLOWED_HOSTS`` before anything else (PROTOCOL.md), then
-authenticates by API token when the handshake presents one, else by session
-(``accounts.ws_auth``).
+``Origin`` header against ``ALLOWED_HOSTS`` before anything else (PROTOCOL.md), refuses a
+session-cookie handshake from another origin (``accounts.ws_origin``), then authenticates
+by API token when the handshake presents one, else by session (``accounts.ws_auth``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from accounts.ws_auth import ApiTokenAuthMiddlewareStack  # noqa: E402
+from accounts.ws_origin import CookieOriginGuard  # noqa: E402
 from openmates import gc_tuning  # noqa: E402
 from openmates.routing import websocket_urlpatterns  # noqa: E402
-from openmates.ws_origin import CookieOriginGuard  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

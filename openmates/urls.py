@@ -6,8 +6,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+from accounts.api import AccountDeleteApi
 from accounts.views import app_shell
-from chats.api import AccountDeleteApi
 from openmates import health
 
 urlpatterns = [

@@ -1,4 +1,4 @@
-"""openmates.ws_origin: a handshake signed in by the session cookie must come from the
+"""accounts.ws_origin: a handshake signed in by the session cookie must come from the
 server's own origin (host and port), or a trusted one; token handshakes keep the host rule."""
 
 from __future__ import annotations

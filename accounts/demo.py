@@ -1,22 +1,23 @@
 """The demo account of the embedded default: a user ``demo`` and an instance ``demo``.
 
-``runlocal`` calls ``demo_setup`` (through ``manage.py createdemo``) on every start; it is
-idempotent. The demo password is generated once into ``<data dir>/demo_password`` (0600)
-and printed so the person who started the server can sign in.
+``runlocal`` runs ``manage.py createdemo`` (this app's command, by name) on every start,
+which calls :func:`demo_setup`; it is idempotent. The demo password is generated once
+into ``<data dir>/demo_password`` (0600) and printed so the person who started the server
+can sign in.
 """
 
 from __future__ import annotations
 
-import importlib
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import transaction
 
-from chats import services as chat_services
+from accounts.services import user_transit_key_ensure
+from instances.models import Instance
+from instances.services import instance_create
 from openmates.runlocal.supervisor import write_private
 
 DEMO_USERNAME = "demo"
@@ -30,24 +31,14 @@ class DemoAccount:
     """What ``demo_setup`` found or made.
 
     ``password`` is None when the user existed before and its password file is gone
-    (someone changed or set it by other means); ``instance_slug`` is None while the
-    instances app cannot create instances yet.
+    (someone changed or set it by other means).
     """
 
     username: str
     password: str | None
     user_created: bool
-    instance_slug: str | None
+    instance_slug: str
     instance_created: bool
-
-
-def _instance_create() -> Any | None:
-    # The instances app provides instance_create; older trees without it get the user only.
-    try:
-        services = importlib.import_module("instances.services")
-    except ImportError:
-        return None
-    return getattr(services, "instance_create", None)
 
 
 def _demo_password(directory: Path, *, create: bool) -> str | None:
@@ -75,38 +66,27 @@ def demo_setup(*, directory: Path) -> DemoAccount:
     Raises:
         openmates.vault.VaultError: Vault refused or is unreachable (key creation).
     """
-    user_model = get_user_model()
-    user = user_model.objects.filter(username=DEMO_USERNAME).first()
+    user = User.objects.filter(username=DEMO_USERNAME).first()
     user_created = user is None
     password = _demo_password(directory, create=user_created)
     with transaction.atomic():
         if user is None:
-            user = user_model.objects.create_user(
+            user = User.objects.create_user(
                 username=DEMO_USERNAME,
                 email="demo@localhost",
                 password=password,
                 is_staff=True,
             )
-        instance_slug, instance_created = _ensure_instance(user)
-    # Every turn seals under the user's transit key; a demo user made before this step
-    # existed (or whose key was lost) gets it on the next start (idempotent).
-    chat_services.user_transit_key_ensure(user_id=user.pk)
+        instance_created = not Instance.objects.filter(slug=DEMO_INSTANCE_SLUG).exists()
+        if instance_created:
+            instance_create(slug=DEMO_INSTANCE_SLUG, name=DEMO_INSTANCE_NAME, owner=user)
+    # Every turn seals under the user's transit key; a demo user whose key was lost gets
+    # it again on the next start (idempotent).
+    user_transit_key_ensure(user_id=user.pk)
     return DemoAccount(
         username=DEMO_USERNAME,
         password=password,
         user_created=user_created,
-        instance_slug=instance_slug,
+        instance_slug=DEMO_INSTANCE_SLUG,
         instance_created=instance_created,
     )
-
-
-def _ensure_instance(user: Any) -> tuple[str | None, bool]:
-    instance_create = _instance_create()
-    if instance_create is None:
-        return None, False
-    from instances.models import Instance
-
-    if Instance.objects.filter(slug=DEMO_INSTANCE_SLUG).exists():
-        return DEMO_INSTANCE_SLUG, False
-    instance_create(slug=DEMO_INSTANCE_SLUG, name=DEMO_INSTANCE_NAME, owner=user)
-    return DEMO_INSTANCE_SLUG, True
