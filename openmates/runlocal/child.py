@@ -3,7 +3,8 @@
 Every server ``runlocal`` starts itself (Daphne, the local model) runs in its own
 process group, so the terminal's Ctrl-C reaches only the runner, which then stops the
 children in order. On Linux each child also asks the kernel for SIGTERM when the runner
-dies, so a killed runner leaves no orphan holding a port.
+dies, so a killed runner leaves no orphan holding a port. Every child runs with the
+owner-only umask (``PRIVATE_UMASK``): what it writes into the data directory stays private.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
+
+from openmates.runlocal.process import PRIVATE_UMASK
 
 _PR_SET_PDEATHSIG = 1
 
@@ -52,7 +55,8 @@ def start_child(
     cwd: Path | None = None,
     nice: int = 0,
 ) -> subprocess.Popen[bytes]:
-    """Start ``args`` in a new process group; output goes to ``log_file`` (appended) or ours.
+    """Start ``args`` in a new process group; output goes to ``log_file`` (appended, 0600) or
+    ours. The child's umask is ``PRIVATE_UMASK``.
 
     ``nice`` lowers the child's CPU priority (a background loader must not slow the web
     server's start on a two-core machine).
@@ -62,8 +66,8 @@ def start_child(
     """
     stdout: IO[bytes] | None = None
     if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        stdout = log_file.open("ab")
+        log_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stdout = os.fdopen(os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
     try:
         return subprocess.Popen(  # the pre-exec hook only calls prctl
             list(args),
@@ -74,6 +78,7 @@ def start_child(
             cwd=cwd,
             start_new_session=True,
             preexec_fn=child_preexec(nice),
+            umask=PRIVATE_UMASK,
         )
     finally:
         if stdout is not None:

@@ -100,11 +100,12 @@ class LocalModelServer:
         expected = self._expected_size()
         if self.model_path.exists() and self.model_path.stat().st_size == expected:
             return self.model_path
-        self.model_path.parent.mkdir(parents=True, exist_ok=True)
+        self.model_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         # Per process: two test sessions may assemble into the same cache at once; the
         # rename below is atomic, so each ends with a complete, verified file.
         partial = self.model_path.with_name(f".{GGUF_FILE}.{os.getpid()}.partial")
         self._assemble_with_progress(partial, expected)
+        partial.chmod(0o600)  # the package writes with the process umask
         partial.replace(self.model_path)
         return self.model_path
 
@@ -176,7 +177,7 @@ class LocalModelServer:
                 "there or set LLM_LOCAL_API_BASE to a model server you run yourself."
             )
         self.ensure_model()
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._process = start_child(self.command(), log_file=self.log_file)
 
     def ready(self) -> bool:

@@ -29,7 +29,13 @@ from typing import Literal
 
 from openmates import vault
 from openmates.runlocal.child import wait_or_kill
-from openmates.runlocal.process import ServiceError, free_port, port_in_use, wait_until
+from openmates.runlocal.process import (
+    PRIVATE_UMASK,
+    ServiceError,
+    free_port,
+    port_in_use,
+    wait_until,
+)
 
 Mode = Literal["dev", "raft"]
 # The raft server's tokens are renewed at every start; with this period an installation
@@ -46,10 +52,16 @@ def _bao_binary() -> Path:
 
 def _write_private(path: Path, payload: dict[str, str]) -> None:
     """Write JSON readable by the owner only (0600 from creation, never wider)."""
+    _write_private_text(path, json.dumps(payload))
+
+
+def _write_private_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically, readable by the owner only (0600)."""
     tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle)
+        handle.write(text)
     tmp.replace(path)
 
 
@@ -145,7 +157,8 @@ class EmbeddedOpenBao:
         # performance_multiplier = 1: raft's tightest timings; the default (5) makes the
         # first leader election of a fresh single node wait ~8 s.
         # OpenBao 2.x has no mlock (it warns on `disable_mlock`), so that key is left out.
-        config.write_text(
+        _write_private_text(
+            config,
             f"""storage "raft" {{
   path = "{raft_dir}"
   node_id = "openmates"
@@ -163,9 +176,7 @@ cluster_addr = "http://127.0.0.1:{self._cluster_port}"
 ui = false
 log_level = "warn"
 """,
-            encoding="utf-8",
         )
-        config.chmod(0o600)
         return config
 
     # -- process control -----------------------------------------------------------------
@@ -177,7 +188,7 @@ log_level = "warn"
             ServiceError: the binary exited, a port is taken, or the server did not
                 become active in time; the message has the log tail.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.directory.chmod(0o700)
         if self._process is not None and self._process.poll() is None:
             return self.addr
@@ -207,6 +218,7 @@ log_level = "warn"
                 env=env,
                 cwd=self.directory,
                 start_new_session=True,
+                umask=PRIVATE_UMASK,
             )
         try:
             wait_until(self._listening, timeout_s=timeout_s, what="OpenBao")

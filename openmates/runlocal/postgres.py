@@ -4,7 +4,8 @@ The wheel ships PostgreSQL 18 binaries with pgvector. We drive them ourselves ra
 through the wheel's helper because the embedded default needs password authentication
 (SCRAM) and a socket directory only the server user can open (mode 0700). PostgreSQL
 refuses to run as root, so when we are root the server runs as the system user
-``openmates-pg``.
+``openmates-pg``, and the private directories above the cluster let its group (only)
+traverse them. Everything else is owner-only: the commands run with ``PRIVATE_UMASK``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from urllib.parse import quote
 
 import psycopg
 
-from openmates.runlocal.process import ServiceError, socket_dir, wait_until
+from openmates.runlocal.process import PRIVATE_UMASK, ServiceError, socket_dir, wait_until
 
 SYSTEM_USER = "openmates-pg"
 SUPERUSER = "postgres"
@@ -33,12 +34,30 @@ def _bin_dir() -> Path:
     return Path(POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION])
 
 
-def _open_path_for(path: Path) -> None:
-    """Let other users traverse every parent of ``path`` (o+x) so the server user reaches it."""
+def _open_path_for(path: Path, gid: int) -> None:
+    """Let the server user (primary group ``gid``) traverse ``path`` and every parent.
+
+    A directory that grants its group nothing (the data directory and ours under it, all
+    0700) is given to the server's group with g+x only, so no other account gains
+    anything; any other directory the server cannot cross yet gets o+x, as traversal
+    (never listing or reading) for everyone.
+    """
     for parent in [path, *path.parents]:
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
+        info = parent.stat()
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & stat.S_IXOTH or (info.st_gid == gid and mode & stat.S_IXGRP):
+            continue
+        if mode & 0o070:
             parent.chmod(mode | stat.S_IXOTH)
+        else:
+            os.chown(parent, -1, gid)
+            parent.chmod(mode | stat.S_IXGRP)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Create ``path`` holding ``text``, readable by the owner only (0600 from creation)."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(text)
 
 
 class EmbeddedPostgres:
@@ -67,6 +86,7 @@ class EmbeddedPostgres:
             user=self._run_as,
             group=self._run_as,
             extra_groups=[] if self._run_as else None,
+            umask=PRIVATE_UMASK,
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -95,8 +115,9 @@ class EmbeddedPostgres:
                 check=True,
                 capture_output=True,
             )
-        _open_path_for(_bin_dir())
-        _open_path_for(self.directory)
+        gid = pwd.getpwnam(self._run_as).pw_gid
+        _open_path_for(_bin_dir(), gid)
+        _open_path_for(self.directory, gid)
 
     def _chown(self, path: Path) -> None:
         if self._run_as is not None:
@@ -117,12 +138,11 @@ class EmbeddedPostgres:
         self.pgdata.chmod(0o700)
         self._chown(self.pgdata)
         if not self.password_file.exists():
-            self.password_file.write_text(secrets.token_urlsafe(24), encoding="utf-8")
-            self.password_file.chmod(0o600)
+            _write_private(self.password_file, secrets.token_urlsafe(24))
         # initdb reads the password from a file the server user can open; removed at once.
         pwfile = self.pgdata.parent / ".initdb-pw"
-        pwfile.write_text(self.password, encoding="utf-8")
-        pwfile.chmod(0o600)
+        pwfile.unlink(missing_ok=True)
+        _write_private(pwfile, self.password)
         self._chown(pwfile)
         try:
             self._exec(
@@ -155,7 +175,8 @@ class EmbeddedPostgres:
         Raises:
             ServiceError: initdb or the server failed; the message carries its log tail.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.directory.chmod(0o700)
         self._prepare_user()
         if not self.initialised():
             self._initdb()
@@ -163,7 +184,8 @@ class EmbeddedPostgres:
         self.run_dir.chmod(0o700)
         self._chown(self.run_dir)
         if not self.running():
-            self.log_file.touch()
+            self.log_file.touch(mode=0o600)
+            self.log_file.chmod(0o600)
             self._chown(self.log_file)
             options = f"-h '' -k {self.run_dir} -c unix_socket_permissions=0700"
             self._exec(
@@ -213,7 +235,7 @@ class EmbeddedPostgres:
         if self.initialised() and self._pid_alive():
             if self._run_as is not None:
                 # pg_ctl runs as the server user, who must still reach the data directory.
-                _open_path_for(self.directory)
+                _open_path_for(self.directory, pwd.getpwnam(self._run_as).pw_gid)
             self._exec("pg_ctl", "-w", "-D", str(self.pgdata), "-m", "fast", "stop")
 
     def destroy(self) -> None:

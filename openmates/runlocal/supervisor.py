@@ -11,6 +11,11 @@ reverse order.
 It runs in its own session (``runlocal`` starts it so): the terminal's Ctrl-C reaches only
 the ``runlocal`` process, which forwards it here as SIGTERM, so no service is killed by
 the signal before its turn to stop.
+
+The data directory is the owner's alone: on start every group and other permission bit
+under it is removed (a directory made before that rule, or under a wider umask), and
+this process and every service it starts run with the owner-only umask, so what they
+write later (Redis' append-only file, logs, the model) is 0600/0700 from creation.
 """
 
 from __future__ import annotations
@@ -39,7 +44,14 @@ import httpx
 from openmates.env import data_dir as default_data_dir
 from openmates.env import env_int
 from openmates.runlocal.child import child_preexec, start_child, stop_child
-from openmates.runlocal.process import ServiceError, free_port, port_in_use, wait_until
+from openmates.runlocal.process import (
+    PRIVATE_UMASK,
+    ServiceError,
+    free_port,
+    port_in_use,
+    restrict_to_owner,
+    wait_until,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 SERVICES_FILE = "services.json"
@@ -140,7 +152,8 @@ def data_dir_lock(directory: Path) -> Iterator[None]:
         ServiceError: another ``runlocal`` holds it.
     """
     path = directory / LOCK_FILE
-    handle: IO[str] = path.open("a+", encoding="utf-8")
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    handle: IO[str] = os.fdopen(descriptor, "a+", encoding="utf-8")
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -198,9 +211,9 @@ class Runner:
 
     def run(self) -> int:
         """Start everything, serve until a signal, stop everything; returns an exit code."""
-        if not self.directory.exists():
-            # Private from the start; PostgreSQL's server user is then given o+x only.
-            self.directory.mkdir(parents=True, mode=0o700)
+        os.umask(PRIVATE_UMASK)
+        # Private from the start; PostgreSQL's server user is then let through (g+x only).
+        self.directory.mkdir(parents=True, mode=0o700, exist_ok=True)
         self.install_signal_handlers()
         code = 0
         try:
@@ -209,6 +222,7 @@ class Runner:
                     self.check_ports()
                     if sys.platform.startswith("linux"):
                         stop_strays(self.directory)
+                    self.make_private()
                     self.start_services()
                     self._checkpoint()
                     self.prepare_and_serve()
@@ -245,6 +259,12 @@ class Runner:
                 f"another server?). Stop it, or start on another port: "
                 f"python manage.py runlocal --port {self.port + 1}"
             )
+
+    def make_private(self) -> None:
+        """Take group and other permissions off everything in the data directory."""
+        changed = restrict_to_owner(self.directory)
+        if changed:
+            say(f"==> {len(changed)} files and directories in {self.directory} made owner-only")
 
     def _step(self, what: str) -> float:
         say(f"==> {what}")
@@ -441,6 +461,7 @@ class Runner:
             start_new_session=True,
             # Daphne first: on a warm start the schema is complete and this only checks.
             preexec_fn=child_preexec(nice=5),
+            umask=PRIVATE_UMASK,
         )
         stop_prepare = ("the database set-up", lambda: stop_child(prepare))
         self.stops.append(stop_prepare)

@@ -2,16 +2,20 @@
 
 The full-cycle test runs the real command in a subprocess on a fresh data directory
 (without the local model, which has its own test), talks to it over HTTP and from a
-second ``manage.py`` process, stops it with SIGINT and starts it again.
+second ``manage.py`` process, stops it with SIGINT and starts it again. Every file the
+services wrote stays owner-only, and a data directory left readable by an older version
+is made owner-only on the next start.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -22,9 +26,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from openmates.runlocal.llama import LocalModelServer
-from openmates.runlocal.process import ServiceError, free_port, port_in_use
+from openmates.runlocal.postgres import SYSTEM_USER
+from openmates.runlocal.process import ServiceError, free_port, port_in_use, restrict_to_owner
 from openmates.runlocal.supervisor import data_dir_lock, secret_key, stop_strays, write_private
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -152,6 +158,42 @@ def assert_production_mode_over_plain_http(port: int, password: str) -> None:
         assert browser.get("/").status_code == 200
 
 
+def loose_entries(root: Path) -> list[str]:
+    """Entries of ``root`` (itself included) that grant their group or others anything.
+
+    Run as root, PostgreSQL's server user is let through the directories above its
+    cluster by its own group's execute bit (``openmates-pg``, no listing): allowed.
+    """
+    server_gid = pwd.getpwnam(SYSTEM_USER).pw_gid if os.geteuid() == 0 else None
+    loose = []
+    for path in [root, *root.rglob("*")]:
+        try:
+            info = path.lstat()
+        except FileNotFoundError:  # a server's temporary file, renamed meanwhile
+            continue
+        extra = stat.S_IMODE(info.st_mode) & 0o077
+        traversal = stat.S_ISDIR(info.st_mode) and info.st_gid == server_gid
+        if stat.S_ISLNK(info.st_mode) or not extra or (traversal and extra == stat.S_IXGRP):
+            continue
+        loose.append(f"{path.relative_to(root.parent)} {oct(stat.S_IMODE(info.st_mode))}")
+    return loose
+
+
+def write_through_redis(url: str) -> None:
+    """A key written and synced to the append-only file, an AOF rewrite and an RDB save."""
+    client = redis.Redis.from_url(url)
+    client.set("openmates:test:permissions", "x")
+    client.bgrewriteaof()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        persistence = client.info("persistence")
+        if not persistence["aof_rewrite_in_progress"] and not persistence["aof_rewrite_scheduled"]:
+            break
+        time.sleep(0.1)
+    client.save()
+    client.close()
+
+
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
     # Outside pytest's temp root: a concurrent pytest session re-chmods
@@ -194,18 +236,31 @@ def test_runlocal_serves_stops_on_sigint_and_keeps_data_on_the_next_start(
         password = (data_dir / "demo_password").read_text().strip()
         assert f"password '{password}'" in first.output
         assert_production_mode_over_plain_http(port, password)
+        # The sign-in stored a session in Redis; its AOF, a rewrite and a snapshot follow.
+        write_through_redis(recorded["REDIS_URL"])
+        assert (data_dir / "redis" / "appendonly.aof").exists()
+        assert (data_dir / "redis" / "dump.rdb").exists()
+        assert loose_entries(data_dir) == []
     finally:
         code = first.interrupt()
     assert code == 0, first.output
     assert "==> stopped" in first.output
     assert not port_in_use(port)
 
+    # As an older version left it: readable by every local account.
+    for path in (data_dir, data_dir / "redis", data_dir / "openbao"):
+        path.chmod(0o755)
+    for path in (data_dir / "redis" / "appendonly.aof", data_dir / "services.json"):
+        path.chmod(0o644)
     second = Run(data_dir, port)
     try:
         second.wait_for("OpenMates is running")
         assert "initialising" not in second.output
+        assert "made owner-only" in second.output
         assert demo_lines(data_dir) == before
         assert f"password '{password}'" in second.output
+        write_through_redis(json.loads((data_dir / "services.json").read_text())["REDIS_URL"])
+        assert loose_entries(data_dir) == []
     finally:
         assert second.interrupt() == 0, second.output
 
@@ -230,6 +285,42 @@ def test_runlocal_reports_a_port_in_use_without_a_traceback(tmp_path: Path) -> N
     assert f"--port {port + 1}" in output
     assert "Traceback" not in output
     assert not (tmp_path / "var" / "postgres").exists()
+
+
+def test_an_old_data_dir_is_made_owner_only_without_following_links(tmp_path: Path) -> None:
+    root = tmp_path / "var"
+    (root / "redis").mkdir(parents=True, mode=0o755)
+    (root / "redis" / "appendonly.aof").write_text("*2\r\n")
+    (root / "redis" / "appendonly.aof").chmod(0o644)
+    (root / "run.sh").write_text("")
+    (root / "run.sh").chmod(0o775)
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("not ours to change")
+    outside.chmod(0o644)
+    (root / "link").symlink_to(outside)
+    root.chmod(0o755)
+    changed = restrict_to_owner(root)
+    assert sorted(path.name for path in changed) == ["appendonly.aof", "redis", "run.sh", "var"]
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE((root / "redis").stat().st_mode) == 0o700
+    assert stat.S_IMODE((root / "redis" / "appendonly.aof").stat().st_mode) == 0o600
+    assert stat.S_IMODE((root / "run.sh").stat().st_mode) == 0o700
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644
+    assert restrict_to_owner(root) == []
+
+
+def test_services_create_their_files_owner_only(tmp_path: Path) -> None:
+    from openmates.runlocal.redis import EmbeddedRedis
+
+    previous = os.umask(0o022)  # a typical login shell's
+    server = EmbeddedRedis(tmp_path / "redis", persistent=True)
+    try:
+        write_through_redis(server.start())
+        assert loose_entries(tmp_path / "redis") == []
+        assert stat.S_IMODE(server.run_dir.stat().st_mode) == 0o700
+    finally:
+        server.destroy()
+        os.umask(previous)
 
 
 def test_a_second_runner_on_the_same_data_dir_is_refused(tmp_path: Path) -> None:
