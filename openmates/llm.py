@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import gc
 import importlib.util
+import inspect
 import logging
 import os
 import queue
@@ -567,6 +568,7 @@ class _StreamAttempt:
         try:
             async with asyncio.timeout(self.context.timeout_s):
                 response = await lib.acompletion(**request)
+            _iterate_provider_stream_once(response)
             chunks = aiter(response)
             while True:
                 async with asyncio.timeout(self.context.timeout_s):
@@ -600,6 +602,36 @@ class _StreamAttempt:
             logger.warning("%s wrote tool-call markup into its text; removed", self.route.model)
         code = self.outcome.code if self.outcome else None
         _log_attempt(self.context, self.route, "stream", started, usage, code, error)
+
+
+class _ProviderStream:
+    """A provider's chunk stream whose ``__aiter__`` is itself (see below)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> _ProviderStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._stream.__anext__()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _iterate_provider_stream_once(response: Any) -> None:
+    """Make LiteLLM read the provider's stream through one iterator.
+
+    LiteLLM's stream wrapper starts a new ``async for`` over the provider stream for each
+    chunk, and the OpenAI SDK's stream makes a new async generator for each ``async for``:
+    one generator per chunk, abandoned after one item and closed through the event loop's
+    finaliser hook (a self-pipe write and a task each). With 200 concurrent streams that
+    was a sixth of the server's event-loop time (py-spy, bench/turn_overhead.py).
+    """
+    stream = getattr(response, "completion_stream", None)
+    if stream is not None and hasattr(stream, "__anext__") and not inspect.isasyncgen(stream):
+        response.completion_stream = _ProviderStream(stream)
 
 
 async def _close_quietly(response: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -369,3 +370,30 @@ def test_the_gateways_litellm_import_leaves_the_import_heap_to_reference_countin
     llm._import_litellm()
 
     assert gc.get_freeze_count() > 0
+
+
+async def test_a_long_stream_leaves_no_async_generator_per_chunk_to_the_event_loop(
+    wire_tier: Any,
+) -> None:
+    # LiteLLM restarted `async for` over the OpenAI SDK's stream for every chunk: one async
+    # generator per chunk, each closed through the loop's finaliser hook (a self-pipe write
+    # and a task), a sixth of the server's loop time with 200 streams.
+    words = [f"w{n} " for n in range(300)]
+    chunks = [chat_chunk(content=w) for w in words] + [chat_chunk(finish_reason="stop")]
+    wire_tier.queue(WireReply([sse_body(chunks)], gap_s=0.0))
+    finalized: list[Any] = []
+    firstiter, finalizer = sys.get_asyncgen_hooks()
+
+    def counting_finalizer(agen: Any) -> None:
+        finalized.append(type(agen).__qualname__)
+        assert finalizer is not None
+        finalizer(agen)
+
+    sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=counting_finalizer)
+    try:
+        events = await collect()
+    finally:
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "".join(words)
+    assert isinstance(events[-1], Finish)
+    assert len(finalized) < 10
