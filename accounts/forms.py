@@ -136,13 +136,23 @@ class AccountDeleteForm(PasswordConfirmForm):
         return confirm
 
 
-class ApiTokenCreateForm(forms.Form):
-    """A new API token's name and optional lifetime in days (1 to 3,650; empty: no expiry)."""
+class ApiTokenCreateForm(PasswordConfirmForm):
+    """A new API token's name, optional lifetime in days (1 to 3,650; empty: no expiry) and
+    the account password.
+
+    The password (checked as in :class:`PasswordConfirmForm`) keeps a session left open,
+    or stolen, from minting tokens that would outlive it.
+    """
 
     name = forms.CharField(max_length=100, label="Name", help_text="")
     expires_days = forms.IntegerField(
         required=False, min_value=1, max_value=3650, label="Expires after (days, optional)"
     )
+    field_order = ("name", "expires_days", "password")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["password"].label = "Your password"
 
 
 class ThrottledPasswordChangeForm(PasswordChangeForm):

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -129,6 +130,24 @@ def api_token_get_by_prefix(prefix: str) -> ApiToken | None:
 def api_tokens_for_user(*, user: User) -> QuerySet[ApiToken]:
     """The user's tokens, newest first, revoked ones included."""
     return ApiToken.objects.filter(user=user).order_by("-created_at")
+
+
+def api_token_creations_since(*, user: User, since: datetime) -> list[datetime]:
+    """When the user's tokens made after ``since`` were created, oldest first (revoked too)."""
+    return list(
+        ApiToken.objects.filter(user=user, created_at__gt=since)
+        .order_by("created_at")
+        .values_list("created_at", flat=True)
+    )
+
+
+def api_tokens_active_count(*, user: User) -> int:
+    """How many of the user's tokens are neither revoked nor expired now."""
+    return ApiToken.objects.filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()),
+        user=user,
+        revoked_at__isnull=True,
+    ).count()
 
 
 def api_token_get_for_user(*, user: User, prefix: str) -> ApiToken | None:

@@ -6,11 +6,15 @@ Every action that ends a session also closes the user's WebSockets with code 440
 to the channel-layer group ``user_socket_group(user_id)``, which every ``/ws/chat/``
 socket of the user joins. A socket opened with an API token also joins
 ``api_token_socket_group(token_id)``, so revoking the token closes it the same way.
+
+A user creates at most ``API_TOKEN_CREATE_PER_HOUR`` tokens an hour and holds at most
+``API_TOKEN_ACTIVE_MAX`` active ones; a password change revokes them all.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from datetime import datetime, timedelta
 
@@ -26,8 +30,10 @@ from django.utils import timezone
 from accounts.deletion import account_data_owners
 from accounts.models import ApiToken, Invitation
 from accounts.selectors import (
+    api_token_creations_since,
     api_token_digest,
     api_token_get_usable,
+    api_tokens_active_count,
     invitation_token_hash,
     signup_target_get,
 )
@@ -42,6 +48,11 @@ INVITATION_VALID_DAYS = 14
 # ``last_used_at`` is written at most this often per token, not on every request.
 API_TOKEN_TOUCH_INTERVAL = timedelta(minutes=1)
 API_TOKEN_NAME_MAX = 100
+# Per user: tokens created in any sliding hour (revoked ones count), and tokens active at
+# once. A stolen session (or a script gone wrong) cannot mint tokens by the hundred.
+API_TOKEN_CREATE_PER_HOUR = 10
+API_TOKEN_CREATE_WINDOW = timedelta(hours=1)
+API_TOKEN_ACTIVE_MAX = 25
 
 
 class SignupRefusedError(Exception):
@@ -50,6 +61,18 @@ class SignupRefusedError(Exception):
 
 class ApiTokenInvalidError(ValueError):
     """An API token cannot be created as asked (empty or overlong name, expiry not ahead)."""
+
+
+class ApiTokenLimitError(Exception):
+    """The user may not create another API token now.
+
+    ``retry_after`` is the number of seconds until the hourly limit lets one more through,
+    or None when the user holds ``API_TOKEN_ACTIVE_MAX`` active tokens (revoke one first).
+    """
+
+    def __init__(self, message: str, *, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def user_socket_group(user_id: int | str) -> str:
@@ -171,6 +194,26 @@ def account_delete(*, user: User) -> None:
     logger.info("account %s deleted", user_id)
 
 
+def _api_token_limits_check(*, user: User) -> None:
+    now = timezone.now()
+    recent = api_token_creations_since(user=user, since=now - API_TOKEN_CREATE_WINDOW)
+    if len(recent) >= API_TOKEN_CREATE_PER_HOUR:
+        # One more fits once the oldest creation still filling the hour has left it.
+        frees_at = recent[len(recent) - API_TOKEN_CREATE_PER_HOUR] + API_TOKEN_CREATE_WINDOW
+        seconds = max(1, math.ceil((frees_at - now).total_seconds()))
+        minutes = math.ceil(seconds / 60)
+        raise ApiTokenLimitError(
+            f"You created {API_TOKEN_CREATE_PER_HOUR} API tokens in the last hour, the most "
+            f"allowed; try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+            retry_after=seconds,
+        )
+    if api_tokens_active_count(user=user) >= API_TOKEN_ACTIVE_MAX:
+        raise ApiTokenLimitError(
+            f"You have {API_TOKEN_ACTIVE_MAX} active API tokens, the most allowed; "
+            "revoke one first."
+        )
+
+
 def api_token_create(
     *, user: User, name: str, expires_at: datetime | None = None
 ) -> tuple[ApiToken, str]:
@@ -182,6 +225,8 @@ def api_token_create(
     Raises:
         ApiTokenInvalidError: ``name`` is empty or longer than 100 characters, or
             ``expires_at`` is not in the future.
+        ApiTokenLimitError: the user created ``API_TOKEN_CREATE_PER_HOUR`` tokens in the
+            last hour or holds ``API_TOKEN_ACTIVE_MAX`` active ones.
     """
     name = name.strip()
     if not name or len(name) > API_TOKEN_NAME_MAX:
@@ -192,9 +237,14 @@ def api_token_create(
     # token that authenticates as someone else.
     prefix = secrets.token_hex(6)
     raw = f"om_{prefix}_{secrets.token_urlsafe(32)}"
-    token = ApiToken.objects.create(
-        user=user, name=name, prefix=prefix, digest=api_token_digest(raw), expires_at=expires_at
-    )
+    with transaction.atomic():
+        # The user's row lock puts concurrent creations in line, so each one counts the
+        # tokens the others made (parallel requests otherwise all pass the limit).
+        User.objects.select_for_update().only("pk").get(pk=user.pk)
+        _api_token_limits_check(user=user)
+        token = ApiToken.objects.create(
+            user=user, name=name, prefix=prefix, digest=api_token_digest(raw), expires_at=expires_at
+        )
     return token, raw
 
 
@@ -210,6 +260,34 @@ def api_token_revoke(*, token: ApiToken) -> ApiToken:
         token.refresh_from_db(fields=["revoked_at"])
         _sockets_close(api_token_socket_group(token.pk))
     return token
+
+
+def api_tokens_revoke_all(*, user_id: int) -> int:
+    """Revoke every unrevoked token of the user; returns how many.
+
+    Each token's open WebSockets close with 4401 once the surrounding transaction commits.
+    """
+    with transaction.atomic():
+        token_ids = list(
+            ApiToken.objects.select_for_update()
+            .filter(user_id=user_id, revoked_at__isnull=True)
+            .values_list("pk", flat=True)
+        )
+        ApiToken.objects.filter(pk__in=token_ids).update(revoked_at=timezone.now())
+        for token_id in token_ids:
+            _sockets_close(api_token_socket_group(token_id))
+    return len(token_ids)
+
+
+def user_password_changed(*, user_id: int) -> None:
+    """End what the old password let in: revoke all of the user's API tokens and close
+    every socket of the user with 4401 (after commit).
+
+    A user who changes the password after a leak expects every credential made with the
+    old one to stop working, not only the browser sessions.
+    """
+    api_tokens_revoke_all(user_id=user_id)
+    user_sockets_close(user_id=user_id)
 
 
 def _touch_due(token: ApiToken, now: datetime) -> bool:

@@ -94,7 +94,8 @@ def sign_out(request: HttpRequest) -> HttpResponse:
 
 class PasswordChange(PasswordChangeView):
     """Change the login password (the old one checked as a throttled sign-in); the user's
-    other sessions and sockets end."""
+    other sessions end, and the user model's ``post_save`` receiver
+    (``accounts.signals.user_saved``) revokes their API tokens and closes their sockets."""
 
     template_name = "accounts/password_change.html"
     success_url = reverse_lazy("home")
@@ -105,8 +106,7 @@ class PasswordChange(PasswordChangeView):
 
     def form_valid(self, form: Any) -> HttpResponse:
         response = super().form_valid(form)
-        services.user_sockets_close(user_id=cast("User", self.request.user).pk)
-        messages.success(self.request, "Your password was changed.")
+        messages.success(self.request, "Your password was changed; your API tokens are revoked.")
         return response
 
 
@@ -149,13 +149,15 @@ def account_deleted(request: HttpRequest) -> HttpResponse:
 @login_required
 @never_cache
 def api_tokens(request: HttpRequest) -> HttpResponse:
-    """The user's API tokens; POST creates one and shows it in this answer only.
+    """The user's API tokens; POST creates one (after the password) and shows it in this
+    answer only.
 
     No redirect after the POST: the token would have to wait in the session or a cookie.
+    Past the hourly creation limit the page answers 429 with ``Retry-After``.
     """
     user = cast("User", request.user)
-    form = ApiTokenCreateForm(request.POST or None)
-    created = ""
+    form = ApiTokenCreateForm(request.POST or None, user=user, request=request)
+    created, status, retry_after = "", 200, None
     if request.method == "POST" and form.is_valid():
         days = form.cleaned_data["expires_days"]
         expires_at = timezone.now() + timedelta(days=days) if days else None
@@ -165,10 +167,23 @@ def api_tokens(request: HttpRequest) -> HttpResponse:
             )
         except services.ApiTokenInvalidError as refused:
             form.add_error(None, str(refused))
+        except services.ApiTokenLimitError as refused:
+            form.add_error(None, str(refused))
+            retry_after = refused.retry_after
+            status = 200 if retry_after is None else 429
         else:
-            form = ApiTokenCreateForm()
-    context = {"form": form, "created": created, "tokens": api_tokens_for_user(user=user)}
-    return render(request, "accounts/api_tokens.html", context)
+            form = ApiTokenCreateForm(user=user, request=request)
+    context = {
+        "form": form,
+        "created": created,
+        "tokens": api_tokens_for_user(user=user),
+        "per_hour": services.API_TOKEN_CREATE_PER_HOUR,
+        "active_max": services.API_TOKEN_ACTIVE_MAX,
+    }
+    response = render(request, "accounts/api_tokens.html", context, status=status)
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
 
 
 @login_required

@@ -186,8 +186,8 @@ async def test_revoking_a_token_closes_its_sockets_only(open_socket: Any, owner:
 async def test_ending_the_users_sessions_closes_token_sockets_too(
     open_socket: Any, owner: Any
 ) -> None:
-    # Sign-out, password change and account deletion close every socket of the user; a
-    # token client reconnects with its (still valid) token.
+    # Sign-out closes every socket of the user; a token client reconnects with its (still
+    # valid) token. A password change revokes the token too (below).
     _, raw = await _token(owner)
     communicator, _, _ = await open_socket([ORIGIN, _bearer(raw)])
     assert (await _first_frame(communicator))["type"] == "task.active"
@@ -280,3 +280,23 @@ async def test_an_ordinary_save_of_the_user_leaves_the_sockets_open(
     await sync_to_async(owner.save)()
     await communicator.send_to(text_data=json.dumps({"type": "ping", "ts": 3}))
     assert await _first_frame(communicator) == {"type": "pong", "ts": 3}
+
+
+async def test_a_password_change_closes_token_sockets_for_good(
+    open_socket: Any, owner: Any
+) -> None:
+    # The token is revoked with the old password: reconnecting with it is refused.
+    _, raw = await _token(owner)
+    communicator, _, _ = await open_socket([ORIGIN, _bearer(raw)])
+    assert (await _first_frame(communicator))["type"] == "task.active"
+
+    def change() -> None:
+        owner.set_password("a new long secret 42")
+        owner.save()
+
+    await sync_to_async(change)()
+
+    closed = await communicator.receive_output(timeout=TIMEOUT_S)
+    assert closed == {"type": "websocket.close", "code": 4401}
+    _, connected, code = await open_socket([ORIGIN, _bearer(raw)])
+    assert (connected, code) == (False, 4401)

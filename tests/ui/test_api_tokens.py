@@ -1,6 +1,7 @@
-"""API tokens in a real browser: the account page creates one (shown once) under the CSP,
-and Chromium's own WebSocket opens /ws/chat/ with the token subprotocol (the server must
-answer ``openmates.v1``, or the browser fails the handshake), then revoking closes it."""
+"""API tokens in a real browser: the account page creates one (after the password, shown
+once) under the CSP, and Chromium's own WebSocket opens /ws/chat/ with the token
+subprotocol (the server must answer ``openmates.v1``, or the browser fails the
+handshake), then revoking closes it."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def test_a_token_made_on_the_page_opens_a_browser_socket_until_revoked(
 
     page.goto(f"{asgi_server}/accounts/tokens/")
     page.fill("#id_name", "browser test")
+    page.fill("#id_password", PASSWORD)
     page.click("button.button-primary")
     raw = (page.text_content("[data-testid=new-token]") or "").strip()
     token = ApiToken.objects.get(name="browser test")

@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from accounts.services import ApiTokenInvalidError, api_token_create
+from accounts.services import ApiTokenInvalidError, ApiTokenLimitError, api_token_create
 
 
 def _positive_days(text: str) -> int:
@@ -24,7 +24,8 @@ class Command(BaseCommand):
         "Create an API token for a user and print it once on stdout (only its digest is "
         "stored). Use it as 'Authorization: Bearer <token>' for /api/ and /ws/chat/, or as "
         "the WebSocket subprotocol 'openmates.token.<token>' offered together with "
-        "'openmates.v1'. Revoke it with 'manage.py revoke_api_key PREFIX'."
+        "'openmates.v1'. Revoke it with 'manage.py revoke_api_key PREFIX'. The per-user limits "
+        "of the account page apply (tokens per hour, active tokens)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -48,7 +49,7 @@ class Command(BaseCommand):
         expires_at = timezone.now() + timedelta(days=days) if days is not None else None
         try:
             token, raw = api_token_create(user=user, name=options["name"], expires_at=expires_at)
-        except ApiTokenInvalidError as exc:
+        except (ApiTokenInvalidError, ApiTokenLimitError) as exc:
             raise CommandError(str(exc)) from exc
         until = f"until {token.expires_at:%Y-%m-%d %H:%M} UTC" if token.expires_at else "no expiry"
         self.stderr.write(
