@@ -332,6 +332,9 @@ PIPELINE_FRAMES_PER_10S = env_int("PIPELINE_FRAMES_PER_10S", default=120)
 PIPELINE_TURNS_PER_MINUTE = env_int("PIPELINE_TURNS_PER_MINUTE", default=30)
 PIPELINE_LEASE_TTL_S = env_float("PIPELINE_LEASE_TTL_S", default=30.0)
 PIPELINE_ALIVE_TTL_S = env_float("PIPELINE_ALIVE_TTL_S", default=10.0)
+# The longest reply in UTF-8 bytes; pipeline.protocol caps it at MAX_REPLY_BYTES (512 KiB),
+# the longest a browser can store and send back as history.
+PIPELINE_MAX_REPLY_BYTES = env_int("PIPELINE_MAX_REPLY_BYTES", default=512 * 1024)
 
 # --- Static files: WhiteNoise serves /static/ from the app's own files (no CDN, no
 # collectstatic needed: the finders' files are indexed at start-up). ---

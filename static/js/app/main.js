@@ -5,7 +5,7 @@ import { keyring } from "../crypto.js";
 import { $, api, HttpError } from "./dom.js";
 import { uuidv7 } from "./ids.js";
 import { openStore } from "./store.js";
-import { ChatSocket, chatSocketUrl } from "./ws.js";
+import { ChatSocket, chatSocketUrl, historyWithinLimit } from "./ws.js";
 import { ChatList } from "./chatlist.js";
 import { ConversationView } from "./conversation.js";
 import { setupKeyScreens, showScreen } from "./keys.js";
@@ -550,7 +550,10 @@ const handlers = {
     const turn = turnFor(frame);
     state.turns.delete(frame.task_id);
     state.lastAssistant.set(turn.chatId, frame.message_id);
-    turn.content = frame.content;
+    // A reply too long for the frame (content_omitted) is the deltas this tab holds, or
+    // when it missed some, the server's copy read over REST (fetchChat stores it).
+    const content = frame.content_omitted ? (frame.deltasComplete ? turn.content : null) : frame.content;
+    if (content !== null) turn.content = content;
     turn.model = frame.model || turn.model;
     showTurn(turn, frame.status);
     syncStopButton();
@@ -558,8 +561,10 @@ const handlers = {
     if (frame.status !== "done" && turn.chatId === state.currentChatId && turn.userMessageId) {
       view.showRetry(turn.assistantMessageId, turn.userMessageId);
     }
-    if (frame.content) {
-      await storeMessage(turn.chatId, frame.message_id, "assistant", frame.content, 0, { status: frame.status, model: frame.model });
+    if (content) {
+      await storeMessage(turn.chatId, frame.message_id, "assistant", content, 0, { status: frame.status, model: frame.model });
+    } else if (content === null) {
+      await fetchChat(turn.chatId);
     }
   },
   "postprocess.done": async (frame) => {
@@ -595,7 +600,7 @@ const handlers = {
         // A message this device cannot read is left out; the server asked for what we have.
       }
     }
-    state.socket.send({ type: "chat.history", chat_id: frame.chat_id, request_id: frame.request_id, messages });
+    state.socket.send({ type: "chat.history", chat_id: frame.chat_id, request_id: frame.request_id, messages: historyWithinLimit(messages) });
   },
   "memory.request": (frame) => {
     if (frame.chat_id !== state.currentChatId) {

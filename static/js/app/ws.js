@@ -8,6 +8,10 @@
 // how many attempts in a row never opened; a signed-out session is refused that way).
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 10000];
+// PROTOCOL.md: chat.history (like message.store and sync.*) is a bulk frame of at most 4 MiB.
+const BULK_FRAME_BYTES = 4 * 1024 * 1024;
+const HISTORY_RESERVE_BYTES = 64 * 1024;
+const SHORTENED_CHARS = 2000;
 const PING_MS = 20000;
 const SESSION_ENDED = 4401;
 
@@ -110,6 +114,25 @@ export class ChatSocket extends EventTarget {
     this.send({ type: "stream.resume", chat_id: stream.chatId, task_id: taskId, last_sequence: stream.last });
   }
 
+  // A snapshot too long for one frame comes as consecutive parts (part 1…parts): returns
+  // the whole snapshot once the last part is in, else null. A part out of order (never
+  // sent so, but a client must not apply half a text) asks for the snapshot again.
+  snapshotParts(stream, frame) {
+    if (frame.part === 1) stream.parts = [];
+    if (!stream.parts || stream.parts.length !== frame.part - 1) {
+      stream.parts = null;
+      stream.resuming = false;
+      this.resume(frame.task_id);
+      return null;
+    }
+    stream.parts.push(frame.content);
+    if (frame.part < frame.parts) return null;
+    const { part, parts, ...whole } = frame;
+    whole.content = stream.parts.join("");
+    stream.parts = null;
+    return whole;
+  }
+
   receive(text) {
     let frame;
     try {
@@ -169,14 +192,24 @@ export class ChatSocket extends EventTarget {
       case "stream.snapshot": {
         this.track(frame.task_id, frame.chat_id, frame.message_id, 0);
         const stream = this.streams.get(frame.task_id);
+        if (frame.parts > 1) {
+          frame = this.snapshotParts(stream, frame);
+          if (!frame) return;
+        }
         stream.resuming = false;
         if (frame.sequence < stream.last) return;
         stream.last = frame.sequence;
         break;
       }
-      case "stream.done":
+      case "stream.done": {
+        // Whether this tab holds every delta of the reply: a stream.done too long to carry
+        // its content (content_omitted) is then answered from them.
+        const stream = this.streams.get(frame.task_id);
+        frame.deltasComplete = Boolean(stream) && typeof frame.sequence === "number"
+          && !stream.resuming && stream.last === frame.sequence;
         this.streams.delete(frame.task_id);
         break;
+      }
       default:
         break;
     }
@@ -187,4 +220,27 @@ export class ChatSocket extends EventTarget {
 export function chatSocketUrl() {
   const scheme = window.location.protocol === "https:" ? "wss" : "ws";
   return `${scheme}://${window.location.host}/ws/chat/`;
+}
+
+const encoder = new TextEncoder();
+const jsonBytes = (value) => encoder.encode(JSON.stringify(value)).length;
+
+// `messages` ({message_id, role, content}, oldest first) made to fit one chat.history
+// frame: while they are too large together, the oldest are shortened to their beginning
+// (the model reads the newest messages; every message stays, so the count matches).
+export function historyWithinLimit(messages) {
+  const budget = BULK_FRAME_BYTES - HISTORY_RESERVE_BYTES;
+  const sizes = messages.map((message) => jsonBytes(message) + 1);
+  let total = sizes.reduce((sum, size) => sum + size, 0);
+  const fitted = messages.slice();
+  for (let i = 0; i < fitted.length && total > budget; i += 1) {
+    let head = fitted[i].content.slice(0, SHORTENED_CHARS);
+    if (/[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1); // no half of a pair
+    const short = { ...fitted[i], content: `${head}…` };
+    const size = jsonBytes(short) + 1;
+    if (size >= sizes[i]) continue;
+    total -= sizes[i] - size;
+    fitted[i] = short;
+  }
+  return fitted;
 }
