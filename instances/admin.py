@@ -123,8 +123,11 @@ class InstanceMemberForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        field = self.fields["username"]
+        # UsernameField asks for autocomplete="username": the browser would offer the
+        # signed-in admin's own name for every new row.
+        field.widget.attrs["autocomplete"] = "off"
         if self.instance.pk:
-            field = self.fields["username"]
             field.disabled, field.required = True, False
             self.initial["username"] = self.instance.user.get_username()
 

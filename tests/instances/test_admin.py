@@ -162,7 +162,10 @@ def test_an_owners_page_names_her_members_and_no_other_account(client, instance,
     assert "olaf-outsider" not in html
     assert 'name="members-0-user"' not in html  # no raw id, select or autocomplete of users
     assert "/admin/auth/user/" not in html
-    assert 'name="members-__prefix__-username"' in html
+    assert re.search(r'<input[^>]*name="members-0-username"[^>]*disabled', html)
+    new_row = re.search(r'<input[^>]*name="members-__prefix__-username"[^>]*>', html)
+    assert new_row is not None
+    assert 'autocomplete="off"' in new_row.group(0)
 
 
 def test_an_owner_adds_a_member_by_exact_username(client, instance, owner):
