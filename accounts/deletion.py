@@ -1,7 +1,7 @@
 """The explicit registry through which apps above ``accounts`` take part in account deletion.
 
-``accounts`` owns deleting an account (DESIGN.md §2) but may not import the apps that keep
-a user's data (``chats`` sits above it). Such an app registers one
+``accounts`` owns deleting an account (docs/architecture.md §2) but may not import the
+apps that keep a user's data (``chats`` sits above it). Such an app registers one
 :class:`AccountDataOwner` in its ``AppConfig.ready()``; ``accounts.services.account_delete``
 calls every registered owner explicitly and synchronously, after the user's transit key is
 shredded and inside the transaction that then deletes the user row, so a failing owner

@@ -1,4 +1,4 @@
-"""CSRF protection that works under ``Referrer-Policy: no-referrer`` (CRYPTO.md §7).
+"""CSRF protection that works under ``Referrer-Policy: no-referrer`` (docs/crypto.md §7).
 
 With that policy browsers send ``Origin: null`` on same-origin form posts and no
 ``Referer`` at all, so Django's origin check (and, over HTTPS, its referer check)

@@ -2,7 +2,7 @@
 tokens.
 
 Every action that ends a session also closes the user's WebSockets with code 4401
-(PROTOCOL.md): ``user_sockets_close`` publishes ``{"type": "session.ended", "code": 4401}``
+(docs/protocol.md §9): ``user_sockets_close`` publishes ``{"type": "session.ended", "code": 4401}``
 to the channel-layer group ``user_socket_group(user_id)``, which every ``/ws/chat/``
 socket of the user joins. A socket opened with an API token also joins
 ``api_token_socket_group(token_id)``, so revoking the token closes it the same way.

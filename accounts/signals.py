@@ -1,4 +1,4 @@
-"""A sign-in that stops being valid ends what it let in (PROTOCOL.md: sockets close 4401).
+"""A sign-in that stops being valid ends what it let in (docs/protocol.md §9: sockets close 4401).
 
 Sign-out closes sockets explicitly. These receivers cover every path that sets a password,
 deactivates or deletes a user — the account pages, the admin's password reset or

@@ -1,6 +1,6 @@
 """Same-origin rule for WebSocket handshakes that carry the session cookie.
 
-``AllowedHostsOriginValidator`` (PROTOCOL.md: "an ``Origin`` header from an allowed host")
+``AllowedHostsOriginValidator`` (docs/protocol.md §2: the ``Origin`` must name an allowed host)
 compares only the Origin's host with ``ALLOWED_HOSTS``; port and scheme are ignored. A
 page served by another program on another port of the same host (``http://127.0.0.1:9999``)
 is same-*site* for the browser, which therefore sends the ``SameSite=Lax`` session cookie
@@ -11,7 +11,7 @@ with its handshake: that page could read the user's chats over a socket of its o
 requests, for handshakes that would be signed in by the session cookie: the Origin's
 ``host[:port]`` must equal the handshake's ``Host`` header, or be one of
 ``CSRF_TRUSTED_ORIGINS`` (which deployments behind a proxy set anyway). Handshakes that
-offer an API token carry no ambient credential and keep PROTOCOL.md's host rule only.
+offer an API token carry no ambient credential and keep the host rule of docs/protocol.md §2 only.
 """
 
 from __future__ import annotations

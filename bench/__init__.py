@@ -1,1 +1,1 @@
-"""Benchmarks of DESIGN.md §10 (run each script directly; see its docstring)."""
+"""Benchmarks of docs/architecture.md §10 (run each script directly; see its docstring)."""

@@ -1,4 +1,4 @@
-"""The AI cache on the turn's hot path (DESIGN.md §10: ``vault_round_trips_per_turn`` ≤ 1).
+"""The AI cache on the hot path (docs/architecture.md §10: ``vault_round_trips_per_turn`` ≤ 1).
 
 Starts an embedded Redis and a dev OpenBao in a temporary directory (nothing else), caches
 a 50-message chat and measures loading it back (a hit: 50 envelopes opened locally), then

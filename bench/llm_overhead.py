@@ -1,4 +1,4 @@
-"""What the LLM gateway adds to a model call (DESIGN.md §10).
+"""What the LLM gateway adds to a model call (docs/architecture.md §10).
 
 Runs ≥ 1,000 calls through ``openmates.llm`` to a model that answers instantly (a LiteLLM
 ``CustomLLM`` registered as ``instant/echo``), and the same calls on LiteLLM directly,

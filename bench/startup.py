@@ -1,4 +1,4 @@
-"""Start-up time of the embedded default (DESIGN §10: ``server_ready_s`` ≤ 10 s).
+"""Start-up time of the embedded default (docs/architecture.md §10: ``server_ready_s`` ≤ 10 s).
 
 Starts ``manage.py runlocal`` as a subprocess on a *warm* data directory (one that a
 previous start initialised; the first run of this script makes one and does not count)
@@ -8,7 +8,7 @@ and measures, from the moment the command is launched:
   PostgreSQL, Redis and Vault all answer at the same time;
 * ``llm_ready_s`` — until the local model answers a one-token completion;
 * ``idle_rss_mb`` — the resident memory of the web server (Daphne) process, idle, 3 s
-  after both are ready (DESIGN §10: ≤ 300).
+  after both are ready (docs/architecture.md §10: ≤ 300).
 
 Then it stops runlocal with SIGINT (``stop_s``). With ``--runs N`` it prints medians.
 

@@ -1,4 +1,4 @@
-"""What the turn runtime adds between a WebSocket frame and the answer (DESIGN.md §10).
+"""What the turn runtime adds between a WebSocket frame and the answer (docs/architecture.md §10).
 
 Starts everything in a temporary directory: embedded PostgreSQL and Redis, a dev
 OpenBao, an OpenAI-compatible model server on loopback that answers instantly (its

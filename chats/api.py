@@ -1,11 +1,11 @@
 """REST endpoints under ``/api/chats/`` (thin: authorise, call, return).
 
 Only the owner sees a chat; for everyone else every chat URL answers 404. Bodies carry
-client ciphertext (CRYPTO.md §3) as standard base64 text; a stale ``version`` answers 409
+client ciphertext (docs/crypto.md §3) as standard base64 text; a stale ``version`` answers 409
 with ``{"code": "conflict", "version": <current>}``.
 
 The same rules as the WebSocket protocol (``pipeline/protocol.py``, via
-:mod:`openmates.ids`): ids are lowercase UUIDv7, ciphertext is a CRYPTO.md §3 envelope,
+:mod:`openmates.ids`): ids are lowercase UUIDv7, ciphertext is a docs/crypto.md §3 envelope,
 integers and booleans are JSON integers and booleans (no strings), bodies are JSON only
 (anything else answers 415) and nested at most ``openmates.rest.MAX_JSON_DEPTH`` levels
 (deeper answers 400 ``{"code": "too_deeply_nested"}``). An id in the path that is not a UUIDv7
@@ -45,7 +45,7 @@ _MAX_VERSION = 2**63 - 1  # versions are PostgreSQL bigints
 
 
 class Uuid7Field(serializers.CharField):
-    """A lowercase UUIDv7 string (CRYPTO.md §1), exactly as the WebSocket protocol takes it."""
+    """A lowercase UUIDv7 string (docs/crypto.md §1), exactly as the WebSocket protocol takes it."""
 
     default_error_messages = {"uuid7": "must be a lowercase UUIDv7 string"}
 
@@ -56,7 +56,7 @@ class Uuid7Field(serializers.CharField):
 
 
 class EnvelopeField(serializers.CharField):
-    """Standard base64 of a CRYPTO.md §3 envelope of at most ``max_length`` characters."""
+    """Standard base64 of a docs/crypto.md §3 envelope of at most ``max_length`` characters."""
 
     default_error_messages = {"ciphertext": "{problem}"}
 

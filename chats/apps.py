@@ -6,7 +6,7 @@ from django.apps import AppConfig
 
 
 class ChatsConfig(AppConfig):
-    """The ``chats`` app (see DESIGN.md §2 for what it owns)."""
+    """The ``chats`` app (see docs/architecture.md §2 for what it owns)."""
 
     name = "chats"
     default_auto_field = "django.db.models.BigAutoField"

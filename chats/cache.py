@@ -1,9 +1,9 @@
-"""The server's short-lived chat caches in Redis (DESIGN.md §4, CRYPTO.md §4-§5).
+"""The server's short-lived chat caches in Redis (docs/architecture.md §4, docs/crypto.md §4-§5).
 
-Keys (exactly DESIGN.md §4's, no prefix):
+Keys (exactly docs/architecture.md §4's, no prefix):
 
 * ``user:{uid}:chat:{cid}:messages:ai`` — the AI cache: a Redis list, one entry per
-  message, each entry a CRYPTO.md §4 envelope (purpose ``ai-cache``, object id the chat
+  message, each entry a docs/crypto.md §4 envelope (purpose ``ai-cache``, object id the chat
   id) of ``{"message_id", "role", "content", ...}`` as JSON. 72 h; only the user's 3 most
   recently active chats (``user:{uid}:chats:ai``, a sorted set of chat id → last activity)
   are kept: a fourth active chat evicts the oldest, with its embeds unless a remaining

@@ -1,11 +1,11 @@
 """Writes for chats, messages, embeds and user keys (STYLE.md: services own their writes).
 
-Ids are client-chosen UUID strings (CRYPTO.md §1); an id is accepted once: reusing one
+Ids are client-chosen UUID strings (docs/crypto.md §1); an id is accepted once: reusing one
 that names another object raises :class:`IdInUse` (the consumer answers
 ``invalid_frame``). Versions are compare-and-set: a write names the version it is based
 on and gets :class:`VersionConflict` when that is stale.
 
-Versions and associated data (CRYPTO.md §3):
+Versions and associated data (docs/crypto.md §3):
 
 * ``Chat.version`` grows with every change to the chat or one of its messages; ``sync``
   compares it. ``Chat.meta_version`` is the version the encrypted metadata fields were
@@ -575,7 +575,7 @@ KDF_MIN_SALT_BYTES = 16
 
 
 def kdf_check(kdf: dict[str, Any]) -> None:
-    """Refuse KDF parameters below CRYPTO.md §2's floor (the client refuses them too).
+    """Refuse KDF parameters below docs/crypto.md §2's floor (the client refuses them too).
 
     Accepts ``{"name": "PBKDF2", "hash": "SHA-256", "iterations" >= 600000, "salt": b64
     of >= 16 bytes, ...}`` or ``{"name": "Argon2id", "memory_kib" >= 65536, "time" >= 3,

@@ -1,4 +1,4 @@
-"""Answering ``sync.request`` in PROTOCOL.md's three phases.
+"""Answering ``sync.request`` in the three phases of docs/protocol.md §4.
 
 Only chats whose ``version`` differs from what the client says it holds (``known``) are
 sent, newest first: phase 1 is the most recently changed of them in full, phase 2 the

@@ -6,7 +6,7 @@ from django.apps import AppConfig
 
 
 class InstancesConfig(AppConfig):
-    """The ``instances`` app (see DESIGN.md §2 for what it owns)."""
+    """The ``instances`` app (see docs/architecture.md §2 for what it owns)."""
 
     name = "instances"
     default_auto_field = "django.db.models.BigAutoField"

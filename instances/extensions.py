@@ -1,6 +1,6 @@
 """The explicit registry through which apps above ``instances`` take part in its services.
 
-``instances`` may import nothing app-specific (DESIGN.md §2), yet creating an instance
+``instances`` may import nothing app-specific (docs/architecture.md §2), yet creating an instance
 must seed its skills, a changed secret must recompute its tools, and an export must carry
 its skill configuration. Apps that own such state (``skills``) register one
 ``InstanceExtension`` in their ``AppConfig.ready()``; the services here call every

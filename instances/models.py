@@ -2,7 +2,7 @@
 
 Writes go through ``instances.services``; reads through ``instances.selectors``. Secret
 values and channel credentials are stored only as envelopes sealed by
-``openmates.crypto`` under the instance's named transit key (CRYPTO.md §4).
+``openmates.crypto`` under the instance's named transit key (docs/crypto.md §4).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def tier_map_validate(value: Any) -> None:
 
 
 class Instance(models.Model):
-    """One configured assistant (DESIGN.md §3)."""
+    """One configured assistant (docs/architecture.md §3)."""
 
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)

@@ -1,7 +1,7 @@
 """Writes for instances: creation with defaults, prompt sections, secrets, channels, keys.
 
 Secrets and channel credentials are sealed with ``openmates.crypto`` under the
-instance's transit key ``instance-<id>`` (CRYPTO.md §4): purpose ``secret``, owner the
+instance's transit key ``instance-<id>`` (docs/crypto.md §4): purpose ``secret``, owner the
 instance id, object id the secret's name (``channel:<kind>`` for channel credentials).
 The plaintext never reaches the database, a log line or a return value other than the
 ``*_get`` readers'.

@@ -1,4 +1,4 @@
-"""REST error bodies with a stable code (DESIGN §11): DRF's ``EXCEPTION_HANDLER``.
+"""REST error bodies with a stable code (docs/architecture.md §11): DRF's ``EXCEPTION_HANDLER``.
 
 Every error DRF handles (its ``APIException`` family, Django's ``Http404`` and
 ``PermissionDenied``) answers::

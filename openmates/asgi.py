@@ -1,7 +1,7 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels.
 
 ``daphne openmates.asgi:application`` serves both. The WebSocket stack checks the
-``Origin`` header against ``ALLOWED_HOSTS`` before anything else (PROTOCOL.md), refuses a
+``Origin`` header against ``ALLOWED_HOSTS`` before anything else (docs/protocol.md §2), refuses a
 session-cookie handshake from another origin (``accounts.ws_origin``), then authenticates
 by API token when the handshake presents one, else by session (``accounts.ws_auth``).
 """

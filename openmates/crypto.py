@@ -1,4 +1,4 @@
-"""Server-side envelope encryption (CRYPTO.md §4): local AES-256-GCM under Vault data keys.
+"""Server-side envelope encryption (docs/crypto.md §4): local AES-256-GCM under Vault data keys.
 
 One data key per (transit key, purpose) at a time. Its plaintext lives in process memory
 for at most ``settings.VAULT_DATA_KEY_TTL_S``; its wrapped form is shared through Redis

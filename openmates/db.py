@@ -1,6 +1,6 @@
 """Sync ORM code called from async code that runs many at once (turns).
 
-A turn runs in its own ``ThreadSensitiveContext`` (DESIGN.md §5); a thread-sensitive ORM
+A turn runs in its own ``ThreadSensitiveContext`` (docs/architecture.md §5); a thread-sensitive ORM
 call inside it would take a database connection on the turn's own thread and hold it
 until the turn ends, so 200 concurrent turns would want 200 connections. :func:`db_call`
 runs the call on asgiref's shared, bounded executor instead and hands the connection

@@ -1,4 +1,4 @@
-"""Shared checks of client-supplied ids and ciphertext (CRYPTO.md §1 and §3).
+"""Shared checks of client-supplied ids and ciphertext (docs/crypto.md §1 and §3).
 
 One definition for every interface (the WebSocket protocol and the REST API) so the two
 accept exactly the same values. Pure functions, no Django or pydantic.
@@ -10,10 +10,10 @@ import base64
 import binascii
 import re
 
-# CRYPTO.md §1: lowercase UUIDv7 text (version nibble 7, RFC 9562 variant 10xx).
+# docs/crypto.md §1: lowercase UUIDv7 text (version nibble 7, RFC 9562 variant 10xx).
 UUID7_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 ENVELOPE_VERSION = 0x01
-# Smallest CRYPTO.md §3 envelope: version byte, 8-byte key id, 12-byte iv, 16-byte GCM tag.
+# Smallest docs/crypto.md §3 envelope: version byte, 8-byte key id, 12-byte iv, 16-byte GCM tag.
 MIN_ENVELOPE_BYTES = 1 + 8 + 12 + 16
 
 
@@ -23,11 +23,11 @@ def is_uuid7(value: object) -> bool:
 
 
 def envelope_problem(value: object) -> str | None:
-    """Why ``value`` is not a CRYPTO.md §3 envelope in standard base64, or None if it is.
+    """Why ``value`` is not a docs/crypto.md §3 envelope in standard base64, or None if it is.
 
     An envelope decodes to at least :data:`MIN_ENVELOPE_BYTES` bytes starting with
     :data:`ENVELOPE_VERSION`. Returns ``"must be standard base64"`` or ``"must be a
-    CRYPTO.md §3 envelope (version 1)"``.
+    docs/crypto.md §3 envelope (version 1)"``.
     """
     if not isinstance(value, str):
         return "must be standard base64"
@@ -36,5 +36,5 @@ def envelope_problem(value: object) -> str | None:
     except (binascii.Error, ValueError):
         return "must be standard base64"
     if len(raw) < MIN_ENVELOPE_BYTES or raw[0] != ENVELOPE_VERSION:
-        return "must be a CRYPTO.md §3 envelope (version 1)"
+        return "must be a docs/crypto.md §3 envelope (version 1)"
     return None

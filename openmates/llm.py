@@ -3,7 +3,7 @@
 Every model and embedding call in OpenMates goes through here:
 
 * :func:`complete` and :func:`stream` take a tier (``fast``, ``standard``, ``heavy``) and
-  walk the instance's fallback list for it (``instance.tier_map``, DESIGN.md §3), else
+  walk the instance's fallback list for it (``instance.tier_map``, docs/architecture.md §3), else
   ``settings.LLM_DEFAULT_TIERS``. Keys come from the instance's secrets and are passed
   to LiteLLM explicitly. Retryable errors (429, 5xx, connection errors, a provider's
   "tool not in request" 400, a stream cut before anything was shown) are retried with
@@ -79,7 +79,7 @@ __all__ = [
 ]
 
 # LiteLLM reads this when it is imported: use the price map bundled with the package
-# instead of fetching one from the network (DESIGN.md §1).
+# instead of fetching one from the network (docs/architecture.md §1).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 logger = logging.getLogger(__name__)
@@ -313,7 +313,7 @@ async def _secret_value(instance: Any | None, name: str) -> str | None:
     """
     if instance is None:
         return env_secret(name) or None
-    # Imported here because `openmates` sits below `instances` (DESIGN.md §2) and the
+    # Imported here because `openmates` sits below `instances` (docs/architecture.md §2) and the
     # gateway must work before the instances app provides its secret store.
     try:
         from instances import services
@@ -333,7 +333,7 @@ async def _secret_value(instance: Any | None, name: str) -> str | None:
 def is_base_model(*, tier: str, instance: Any | None = None) -> bool:
     """True when ``tier``'s first entry is a base model behind a completions endpoint
     (the bundled local model): such a model gets no tools and no JSON schema, and the
-    pipeline skips model-based pre- and post-processing for it (DESIGN.md §6).
+    pipeline skips model-based pre- and post-processing for it (docs/architecture.md §6).
     """
     entries = _tier_entries(tier, instance)
     return bool(entries) and str(entries[0].get("model", "")).startswith(_BASE_MODEL_PREFIX)

@@ -3,7 +3,7 @@
 ``AICall`` is written by ``openmates.llm`` for every attempt at a model call (one row per
 provider tried). It holds ids, names, counts and timings, never message text. The
 instance and chat are kept as plain ids so the log outlives deleted instances and
-chats and ``openmates`` depends on no app above it (DESIGN.md §2).
+chats and ``openmates`` depends on no app above it (docs/architecture.md §2).
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ VAULT_SECRET_ID = service_setting("VAULT_SECRET_ID")
 VAULT_ADMIN_TOKEN = service_setting("VAULT_ADMIN_TOKEN")
 VAULT_TRANSIT_MOUNT = env_str("VAULT_TRANSIT_MOUNT", "transit")
 VAULT_TIMEOUT_S = env_float("VAULT_TIMEOUT_S", default=5.0)
-# Plaintext data keys stay in process memory at most this long (CRYPTO.md §4).
+# Plaintext data keys stay in process memory at most this long (docs/crypto.md §4).
 VAULT_DATA_KEY_TTL_S = env_int("VAULT_DATA_KEY_TTL_S", default=300)
 
 # --- Server process ---
@@ -228,7 +228,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.CursorPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "PAGE_SIZE": 50,
-    # Every error body is {"code": <stable code>, "message": ...} (DESIGN §11).
+    # Every error body is {"code": <stable code>, "message": ...} (docs/architecture.md §11).
     "EXCEPTION_HANDLER": "openmates.api_errors.exception_handler",
     # Views that check the password (throttle_scope "password") allow this many requests
     # per user; more answer 429 {"code": "throttled"}. Counted in the cache (Redis).
@@ -237,7 +237,7 @@ REST_FRAMEWORK = {
 
 # The largest request body Django reads, in bytes. The biggest REST body, a chat PATCH with
 # five ciphertexts of at most 180,000 characters (chats.api), stays under 1 MB; WebSocket
-# frames (4 MiB at most, PROTOCOL.md) never pass through this. Past it, /api/ answers 413
+# frames (4 MiB at most, docs/protocol.md §1) never pass through this. Past it, /api/ answers 413
 # {"code": "request_too_large"} (openmates.api_errors.bad_request).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
@@ -279,7 +279,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
-        # LiteLLM's own loggers echo prompts at DEBUG; keep them at WARNING (DESIGN §1).
+        # LiteLLM's loggers echo prompts at DEBUG: WARNING only (docs/architecture.md §1).
         "LiteLLM": {"level": "WARNING"},
         "LiteLLM Router": {"level": "WARNING"},
         "LiteLLM Proxy": {"level": "WARNING"},
@@ -292,7 +292,7 @@ LOGGING = {
 SKILLS_WEB_SEARCH_API_BASE = env_str("SKILLS_WEB_SEARCH_API_BASE", "https://api.tavily.com")
 SKILLS_WEATHER_API_BASE = env_str("SKILLS_WEATHER_API_BASE", "https://api.openweathermap.org")
 
-# --- Accounts: sign-in throttling (django-axes), the page's CSP (CRYPTO.md §7). ---
+# --- Accounts: sign-in throttling (django-axes), the page's CSP (docs/crypto.md §7). ---
 AUTHENTICATION_BACKENDS = [
     "accounts.backends.ThrottledBackend",
     "django.contrib.auth.backends.ModelBackend",

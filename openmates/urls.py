@@ -22,7 +22,7 @@ urlpatterns = [
 ]
 
 # Unknown routes, refused requests (too large, bad Host) and unexpected errors under /api/
-# answer JSON with a stable code too (DESIGN §11).
+# answer JSON with a stable code too (docs/architecture.md §11).
 handler400 = "openmates.api_errors.bad_request"
 handler404 = "openmates.api_errors.page_not_found"
 handler500 = "openmates.api_errors.server_error"

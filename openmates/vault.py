@@ -2,7 +2,7 @@
 
 This is the only module that imports ``hvac`` (ruff TID251). OpenBao speaks the same API.
 
-Two tokens, two privileges (CRYPTO.md §4):
+Two tokens, two privileges (docs/crypto.md §4):
 
 * the **app token** (``settings.VAULT_TOKEN``, or an AppRole login with
   ``settings.VAULT_ROLE_ID``/``VAULT_SECRET_ID``) may only encrypt, decrypt, create data

@@ -3,7 +3,7 @@
 Every function takes the :class:`Socket` that received the frame and the validated frame
 model, authorises through the selectors (another user's id is ``not_found``), calls the
 services or the turn runtime, and answers through ``socket.deliver``. Problems are raised
-as ``FrameError`` with a PROTOCOL.md code; the consumer turns them into ``error`` frames.
+as ``FrameError`` with a docs/protocol.md §8 code; the consumer turns them into ``error`` frames.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from django.apps import AppConfig
 
 
 class PipelineConfig(AppConfig):
-    """The ``pipeline`` app (see DESIGN.md §2 for what it owns)."""
+    """The ``pipeline`` app (see docs/architecture.md §2 for what it owns)."""
 
     name = "pipeline"
     default_auto_field = "django.db.models.BigAutoField"

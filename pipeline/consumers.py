@@ -1,4 +1,4 @@
-"""The chat WebSocket at ``/ws/chat/`` (PROTOCOL.md): a relay.
+"""The chat WebSocket at ``/ws/chat/`` (docs/protocol.md): a relay.
 
 It validates each frame (``pipeline.protocol``), hands it to ``pipeline.actions`` and
 forwards what the turn runtime and the channel layer send it. Errors become ``error``

@@ -1,4 +1,4 @@
-"""Server events: frozen dataclasses, one per PROTOCOL.md server frame.
+"""Server events: frozen dataclasses, one per server frame of docs/protocol.md §4.
 
 ``run_turn`` yields these (plus ``ReplyDelta``, the un-numbered model text that the turn
 runtime coalesces into ``StreamDelta`` frames); the WebSocket consumer renders them with
@@ -59,7 +59,7 @@ def _without_long_text(frame: dict[str, Any], name: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ServerEvent:
-    """Base of every event; ``TYPE`` is the PROTOCOL.md ``type``."""
+    """Base of every event; ``TYPE`` is the ``type`` of docs/protocol.md §4."""
 
     TYPE: ClassVar[str] = ""
 

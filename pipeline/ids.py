@@ -1,4 +1,4 @@
-"""UUIDv7 ids for what the server creates (tasks, assistant messages, embeds; CRYPTO.md §1)."""
+"""UUIDv7 ids for what the server creates (tasks, assistant messages, embeds; docs/crypto.md §1)."""
 
 from __future__ import annotations
 

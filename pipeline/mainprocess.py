@@ -1,4 +1,4 @@
-"""Main processing (DESIGN.md §6): the streamed answer and the tool loop.
+"""Main processing (docs/architecture.md §6): the streamed answer and the tool loop.
 
 ``respond(...)`` is an async generator of events (``ReplyDelta``, ``SkillStatus``,
 ``EmbedUpdate``, ``Error``) that fills a :class:`MainResult` as it goes. Tool loop: at

@@ -1,4 +1,4 @@
-"""Post-processing (DESIGN.md §6), after ``stream.done``; it never fails a turn.
+"""Post-processing (docs/architecture.md §6), after ``stream.done``; it never fails a turn.
 
 One fast-tier call with a JSON schema gives follow-up suggestions in the conversation's
 language, a new title when the topic drifted, and the updated rolling summary. Then the

@@ -1,4 +1,4 @@
-"""Pre-processing (DESIGN.md §6): local, millisecond decisions before the main model.
+"""Pre-processing (docs/architecture.md §6): local, millisecond decisions before the main model.
 
 ``preprocess(...)`` runs without any model call: invisible Unicode stripped, language of
 the instruction (not of quoted material) by py3langid, tools preselected lexically among

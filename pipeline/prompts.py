@@ -1,4 +1,4 @@
-"""Prompt assembly for the main model (DESIGN.md §6, main processing).
+"""Prompt assembly for the main model (docs/architecture.md §6, main processing).
 
 System prompt = the instance's prompt sections + the mate + ethics + the instructions of
 the skills whose tools were preselected + date/time + retrieved memories. History = the
@@ -9,7 +9,7 @@ here.
 
 Token counts are estimates (:func:`estimate_tokens`), not a tokenizer's count: the main
 model may be any provider's, and a real tokenizer per follow-up would cost milliseconds
-of the overhead budget (DESIGN.md §10). The estimate leans high on purpose.
+of the overhead budget (docs/architecture.md §10). The estimate leans high on purpose.
 
 Memories come through :func:`memory_retriever_set`, which the memories app calls with
 ``async retriever(*, user_id, instance, query, categories) -> list[str]``; without one

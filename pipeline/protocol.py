@@ -1,7 +1,7 @@
-"""Validation of client frames on ``/ws/chat/`` (PROTOCOL.md is the contract).
+"""Validation of client frames on ``/ws/chat/`` (docs/protocol.md is the contract).
 
 ``parse_frame(text)`` turns one WebSocket text frame into a frozen pydantic model, one
-class per client frame type, or raises ``FrameError`` carrying the PROTOCOL.md error code:
+class per client frame type, or raises ``FrameError`` carrying the docs/protocol.md §8 error code:
 
 * ``frame_too_large``: more than 256 KiB (4 MiB for the bulk frames ``chat.history``,
   ``message.store`` and ``sync.*``), a user message's ``content`` over 64 KiB of UTF-8, an
@@ -12,10 +12,10 @@ class per client frame type, or raises ``FrameError`` carrying the PROTOCOL.md e
   overflowing a float, integers past Python's digit limit and nesting past the recursion
   limit; a string anywhere that is not strict UTF-8, i.e. a lone surrogate; not an
   object; a missing or mistyped field; an id that is not a UUIDv7; a ciphertext that is
-  not CRYPTO.md §3's envelope).
+  not docs/crypto.md §3's envelope).
 
 Validation is strict (no coercion: ``"3"`` is not a version) and extra fields are ignored,
-because PROTOCOL.md lets implementations add fields.
+because docs/protocol.md §1 lets clients add fields.
 """
 
 from __future__ import annotations
@@ -49,13 +49,13 @@ MAX_CONTENT_BYTES = 64 * 1024
 # The longest reply the server produces (``max_reply_bytes``), and so the longest
 # plaintext a client stores or sends back as history.
 MAX_REPLY_BYTES = 512 * 1024
-# CRYPTO.md §3 envelope around the plaintext: version byte, 8-byte key id, 12-byte iv,
+# docs/crypto.md §3 envelope around the plaintext: version byte, 8-byte key id, 12-byte iv,
 # 16-byte GCM tag.
 ENVELOPE_OVERHEAD_BYTES = 1 + 8 + 12 + 16
 
 
 def ciphertext_chars(plaintext_bytes: int) -> int:
-    """Length in characters of the base64 CRYPTO.md §3 envelope of ``plaintext_bytes``."""
+    """Length in characters of the base64 docs/crypto.md §3 envelope of ``plaintext_bytes``."""
     return 4 * -(-(plaintext_bytes + ENVELOPE_OVERHEAD_BYTES) // 3)
 
 
@@ -88,7 +88,7 @@ VAULT_SETUP_FAULT = (
 
 
 class ErrorCode(StrEnum):
-    """The error codes of PROTOCOL.md, exactly."""
+    """The error codes of docs/protocol.md §8, exactly."""
 
     INVALID_FRAME = "invalid_frame"
     FRAME_TOO_LARGE = "frame_too_large"
@@ -423,7 +423,7 @@ def parse_frame(text: str | None, bytes_data: bytes | None = None) -> ClientFram
     """Validate one WebSocket frame and return its typed model.
 
     ``text`` is the text frame; a binary frame (``bytes_data``) is refused, since every
-    frame is a JSON object. Raises ``FrameError`` with the PROTOCOL.md code.
+    frame is a JSON object. Raises ``FrameError`` with the docs/protocol.md §8 code.
     """
     if text is None:
         raise FrameError(ErrorCode.INVALID_FRAME, "frames must be JSON text, not binary")

@@ -1,4 +1,4 @@
-"""The turn runtime (DESIGN.md §5): background turns, delivery, cancel, resume, reaper.
+"""The turn runtime (docs/architecture.md §5): background turns, delivery, cancel, resume, reaper.
 
 One :class:`TurnRegistry` per server process (per event loop, and per name so a test can
 run two "processes" in one loop). A turn:
@@ -200,7 +200,7 @@ class TurnRegistry:
 
     async def _run_in_context(self, turn: ActiveTurn) -> None:
         # Its own ThreadSensitiveContext: this turn's ORM calls get their own thread, not
-        # the one every socket of the process shares (DESIGN.md appendix).
+        # the one every socket of the process shares (docs/architecture.md §5).
         async with ThreadSensitiveContext():
             try:
                 await self._run(turn)

@@ -1,4 +1,4 @@
-"""Turn state shared through Redis by every server process (DESIGN.md §5).
+"""Turn state shared through Redis by every server process (docs/architecture.md §5).
 
 Keys (all under ``om:``):
 
@@ -10,7 +10,7 @@ Keys (all under ``om:``):
   assistant_message_id, owner = the owning process's channel, state queued|running);
 * ``turn:user:{uid}`` — the user's task ids; ``turns:running`` — every live task id (what
   the reaper scans);
-* ``turn:{tid}:snapshot`` — the sealed text so far (CRYPTO.md §4, purpose ``ai-cache``);
+* ``turn:{tid}:snapshot`` — the sealed text so far (docs/crypto.md §4, purpose ``ai-cache``);
 * ``turn:{tid}:cancel`` — the cancel flag;
 * ``rl:{uid}:{kind}:{window}`` — fixed-window rate-limit counters.
 """
@@ -471,7 +471,7 @@ async def history_request_pop(request_id: str) -> dict[str, str] | None:
 
 
 def _consent_key(chat_id: str) -> str:
-    # The key chats.cache evicts with the chat (DESIGN.md §4).
+    # The key chats.cache evicts with the chat (docs/architecture.md §4).
     return f"chat:{chat_id}:memory_consent"
 
 

@@ -1,6 +1,6 @@
 """One turn: ``run_turn(request, control)``, an async generator of frozen events.
 
-The three stages in order (DESIGN.md §6): history (AI cache, or the client's
+The three stages in order (docs/architecture.md §6): history (AI cache, or the client's
 ``chat.history`` after ``request_chat_history``), pre-processing (local; a model-based
 safety check only on first messages or when a heuristic fired), main processing
 (streamed, with tools; a first message's title is generated concurrently), then — with
@@ -217,7 +217,7 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
     if result.status != "done":
         return
     if progress.rejected:
-        # No post-processing of a rejected message, but the ordering PROTOCOL.md promises.
+        # No post-processing of a rejected message, but the ordering docs/protocol.md §5 promises.
         yield ev.PostprocessDone(
             chat_id=request.chat.pk, task_id=request.task_id, follow_ups=(), memories_saved=0
         )

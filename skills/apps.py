@@ -22,7 +22,7 @@ def _sync_tools_after_migrate(sender: AppConfig, using: str = "default", **kwarg
 
 
 class SkillsConfig(AppConfig):
-    """The ``skills`` app (see DESIGN.md §2 for what it owns)."""
+    """The ``skills`` app (see docs/architecture.md §2 for what it owns)."""
 
     name = "skills"
     default_auto_field = "django.db.models.BigAutoField"

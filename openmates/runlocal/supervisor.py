@@ -506,7 +506,7 @@ class Runner:
                 BIND_ADDRESS,
                 "--port",
                 str(self.port),
-                # PROTOCOL.md allows 4 MiB for chat.history and sync frames; Daphne's default
+                # docs/protocol.md §1 allows 4 MiB for bulk frames; Daphne's default
                 # 1 MiB would drop them without an error. Up to 8 MiB reaches the consumer,
                 # which answers frame_too_large past the protocol's limits.
                 "--websocket-max-message-size",

@@ -1,4 +1,4 @@
-// OpenMates browser crypto (CRYPTO.md §2–§3), Web Crypto only.
+// OpenMates browser crypto (docs/crypto.md §2–§3), Web Crypto only.
 //
 // Keys live inside a keyring's closure as non-extractable CryptoKeys: never on window,
 // never in storage unwrapped. The server stores only what `createUserKeys` and

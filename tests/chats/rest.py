@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 
 def client_envelope(body: bytes = b"ciphertext and tag") -> str:
-    """Standard base64 of a CRYPTO.md §3 envelope (version 1, key id, iv, body >= tag)."""
+    """Standard base64 of a docs/crypto.md §3 envelope (version 1, key id, iv, body >= tag)."""
     return base64.b64encode(b"\x01" + os.urandom(8) + os.urandom(12) + body.ljust(16)).decode()
 
 

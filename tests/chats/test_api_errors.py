@@ -1,4 +1,4 @@
-"""REST error bodies carry a stable code (DESIGN §11); bad path ids are 404, never a 500."""
+"""REST errors carry a stable code (docs/architecture.md §11); bad path ids are 404, never 500."""
 
 from __future__ import annotations
 

@@ -81,7 +81,7 @@ def test_the_shared_checks_agree_with_the_envelope_floor() -> None:
     smallest = base64.b64encode(b"\x01" + bytes(ids.MIN_ENVELOPE_BYTES - 1)).decode()
     assert ids.envelope_problem(smallest) is None
     short = base64.b64encode(b"\x01" + bytes(ids.MIN_ENVELOPE_BYTES - 2)).decode()
-    assert ids.envelope_problem(short) == "must be a CRYPTO.md §3 envelope (version 1)"
+    assert ids.envelope_problem(short) == "must be a docs/crypto.md §3 envelope (version 1)"
     assert ids.is_uuid7(new_id())
     assert not ids.is_uuid7(new_id().upper())
 

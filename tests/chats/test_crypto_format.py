@@ -1,6 +1,6 @@
-"""CRYPTO.md §2-§3 byte for byte: keys and ciphertext made in Python open in the browser.
+"""docs/crypto.md §2-§3 byte for byte: keys and ciphertext made in Python open in the browser.
 
-A non-browser client that follows CRYPTO.md (and the layout documented at the top of
+A non-browser client that follows docs/crypto.md (and the layout documented at the top of
 static/js/crypto.js) must interoperate with the browser module. This test builds user
 keys, a wrapped chat key, fields and an embed with ``cryptography`` only, then has the
 browser unlock and decrypt them.

@@ -1,4 +1,4 @@
-"""Server-side envelope encryption (CRYPTO.md §4) against real OpenBao and Redis."""
+"""Server-side envelope encryption (docs/crypto.md §4) against real OpenBao and Redis."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ RECEIVE_TIMEOUT_S = 5.0
 
 
 def envelope() -> str:
-    """A syntactically valid CRYPTO.md §3 client envelope (random bytes)."""
+    """A syntactically valid docs/crypto.md §3 client envelope (random bytes)."""
     return base64.b64encode(b"\x01" + os.urandom(8 + 12 + 32)).decode()
 
 

@@ -173,7 +173,7 @@ async def test_a_turn_sent_through_one_process_streams_to_the_other_and_cancels_
 async def test_large_frames_reach_the_consumer_and_get_protocol_errors(servers, cookie):
     first, _ = servers
     async with socket(first, cookie) as ws:
-        # 2 MiB: within PROTOCOL.md's 4 MiB for chat.history, above Daphne's 1 MiB default.
+        # 2 MiB: within the 4 MiB of docs/protocol.md §1, above Daphne's 1 MiB default.
         messages = [{"message_id": new_id(), "role": "user", "content": "x" * 60_000}] * 35
         history: dict[str, Any] = {
             "type": "chat.history",

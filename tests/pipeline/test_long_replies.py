@@ -35,7 +35,7 @@ REPLY = "".join(PIECES)
 
 
 def _envelope_of(plaintext_bytes: int) -> str:
-    """A CRYPTO.md §3 envelope (random bytes) as long as one of ``plaintext_bytes``."""
+    """A docs/crypto.md §3 envelope (random bytes) as long as one of ``plaintext_bytes``."""
     return base64.b64encode(b"\x01" + os.urandom(8 + 12 + plaintext_bytes + 16)).decode()
 
 

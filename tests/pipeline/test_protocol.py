@@ -1,4 +1,4 @@
-"""Validation of every client frame of PROTOCOL.md (pipeline/protocol.py)."""
+"""Validation of every client frame of docs/protocol.md §3 (pipeline/protocol.py)."""
 
 from __future__ import annotations
 

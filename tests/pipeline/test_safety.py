@@ -1,5 +1,5 @@
 """The model-based safety check on follow-ups: it runs before the main call only when a
-local heuristic fired (DESIGN.md §6), and a rejection it decides is answered with the
+local heuristic fired (docs/architecture.md §6), and a rejection it decides is answered with the
 canned reply plus ``error`` ``safety_rejected`` (real stack, scripted model)."""
 
 from __future__ import annotations

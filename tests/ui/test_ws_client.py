@@ -1,6 +1,6 @@
 """static/js/app/ws.js in Chromium against a scripted WebSocket server on loopback.
 
-The server plays PROTOCOL.md's side of a turn with a gap in the delta sequence and a
+The server plays its side of a turn (docs/protocol.md §5) with a gap in the delta sequence and a
 dropped connection; the client must ask for ``stream.resume`` from its last good
 sequence, reconnect on its own, resume the running turn announced by ``task.active``, and
 deliver every delta once, in order. The page is served from the live app's origin but

@@ -1,4 +1,4 @@
-// UUIDv7 ids (CRYPTO.md §1): 48-bit Unix milliseconds, version 7, RFC 4122 variant,
+// UUIDv7 ids (docs/crypto.md §1): 48-bit Unix milliseconds, version 7, RFC 4122 variant,
 // the rest random; monotonic within one page so ids sort in creation order.
 let lastMs = 0;
 let lastRand = null;

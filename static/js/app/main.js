@@ -1,6 +1,6 @@
 // The chat app: wires the key screens, the socket, the IndexedDB store, the chat list
 // and the conversation view. Plaintext lives only in this page's memory; what is
-// stored (server and IndexedDB) is CRYPTO.md §3 ciphertext under per-chat keys.
+// stored (server and IndexedDB) is docs/crypto.md §3 ciphertext under per-chat keys.
 import { keyring } from "../crypto.js";
 import { $, api, HttpError } from "./dom.js";
 import { uuidv7 } from "./ids.js";

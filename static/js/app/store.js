@@ -1,4 +1,4 @@
-// IndexedDB store of the user's chats and messages, ciphertext only (CRYPTO.md §3
+// IndexedDB store of the user's chats and messages, ciphertext only (docs/crypto.md §3
 // envelopes plus plaintext metadata the server has anyway: ids, roles, statuses,
 // versions, model names, timestamps). One database per user.
 //

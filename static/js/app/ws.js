@@ -1,4 +1,4 @@
-// The /ws/chat/ client (PROTOCOL.md): reconnects with backoff, queues frames while
+// The /ws/chat/ client (docs/protocol.md): reconnects with backoff, queues frames while
 // disconnected, resumes running turns (task.active → stream.resume), detects gaps in
 // stream.delta sequences and resumes from the last good one. Every server frame is
 // re-dispatched as an event named by its type; deltas arrive in order, once.
@@ -8,7 +8,7 @@
 // how many attempts in a row never opened; a signed-out session is refused that way).
 
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000, 10000];
-// PROTOCOL.md: chat.history (like message.store and sync.*) is a bulk frame of at most 4 MiB.
+// docs/protocol.md §1: chat.history, like message.store and sync.*, is a bulk frame (4 MiB).
 const BULK_FRAME_BYTES = 4 * 1024 * 1024;
 const HISTORY_RESERVE_BYTES = 64 * 1024;
 const SHORTENED_CHARS = 2000;
