@@ -18,6 +18,9 @@ HERE = Path(__file__).resolve()
 ROOT = HERE.parent.parent
 DOCS = ROOT / "docs"
 SOURCE_SUFFIXES = frozenset({".py", ".js", ".html"})
+# Configuration and scripts that may carry comments too.
+CONFIG_FILES = ("pyproject.toml", ".pre-commit-config.yaml", ".gitignore", ".ci/run")
+SCRIPT_DIRS = ("scripts",)
 # Not the project's files: environments, data, build output, vendored libraries.
 SKIPPED_DIRS = frozenset(
     {".venv", "var", ".git", "node_modules", "__pycache__", "build", "vendor", ".mypy_cache"}
@@ -87,6 +90,8 @@ def _relative(path: Path) -> str:
 def test_no_file_cites_the_blueprint_outside_the_repository() -> None:
     files = [*project_files(SOURCE_SUFFIXES), *(ROOT / name for name in TOP_LEVEL_DOCUMENTS)]
     files += sorted(DOCS.glob("*.md"))
+    files += [ROOT / name for name in CONFIG_FILES]
+    files += [path for folder in SCRIPT_DIRS for path in sorted((ROOT / folder).iterdir())]
     offenders = [
         f"{_relative(path)}:{number}: {line.strip()}"
         for path in files
