@@ -2,7 +2,9 @@
 
 The server's ``stream.done`` leaves such a reply's content out (``content_omitted``); the
 page answers it from the deltas it holds, encrypts it and stores it with one bulk
-``message.store``, so no server copy is left, and it reads back after a reload.
+``message.store``, so no server copy is left, and it reads back after a reload. A page
+that lost deltas resumes (the snapshot comes in parts) or, missing the last one, reads
+the server's copy over REST.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 LINE = "Once upon a time the story went on, and on, and on.\n\n"
 PIECES = [LINE * 6000, *[LINE * 40 for _ in range(50)], "THE END."]
+
+
+def _stored_reply(username: str) -> Message | None:
+    return Message.objects.filter(
+        chat__owner__username=username,
+        role="assistant",
+        encrypted_content__isnull=False,
+        server_content__isnull=True,
+    ).first()
 
 
 def eventually(check: Callable[[], Any], timeout_s: float = 30.0) -> Any:
@@ -81,15 +92,7 @@ def test_a_400_kb_reply_is_stored_by_the_browser_and_no_server_copy_is_left(
     assert '"content_omitted": true' in done_frames[0]
     assert len(done_frames[0]) < 1024
 
-    def reply() -> Message | None:
-        return Message.objects.filter(
-            chat__owner__username="lea",
-            role="assistant",
-            encrypted_content__isnull=False,
-            server_content__isnull=True,
-        ).first()
-
-    stored = eventually(reply)
+    stored = eventually(lambda: _stored_reply("lea"))
     assert stored is not None
     assert stored.version == 1
     assert len(stored.encrypted_content or "") > 4 * 400_000 // 3
@@ -105,3 +108,60 @@ def test_a_400_kb_reply_is_stored_by_the_browser_and_no_server_copy_is_left(
     text = page.locator(".msg-assistant .msg-body").last.inner_text()
     assert text.count("Once upon a time") == 6000 + 50 * 40
     assert watched.csp_violations() == []
+
+
+class _LossyLink:
+    """Relays the chat socket, losing the 3rd stream.delta and the one before stream.done."""
+
+    def __init__(self) -> None:
+        self.deltas = 0
+        self.held: str | None = None
+        self.received: list[str] = []
+
+    def route(self, page_socket: Any) -> None:
+        server = page_socket.connect_to_server()
+
+        def from_server(message: str | bytes) -> None:
+            text = message if isinstance(message, str) else message.decode()
+            if '"type": "stream.delta"' in text:
+                self.deltas += 1
+                if self.held is not None:
+                    self.forward(page_socket, self.held)
+                self.held = None if self.deltas == 3 else text
+                return
+            if '"type": "stream.done"' in text:
+                self.held = None  # the reply's last delta never arrives
+            self.forward(page_socket, text)
+
+        server.on_message(from_server)
+
+    def forward(self, page_socket: Any, text: str) -> None:
+        self.received.append(text)
+        page_socket.send(text)
+
+
+def test_a_page_that_lost_deltas_resumes_in_parts_and_stores_the_reply_from_the_server_copy(
+    asgi_server: str, instance: Instance, ui_llm: UIModelServer, ui_context: Any
+) -> None:
+    ui_llm.reset()
+    ui_llm.set_json(title="", summary="")
+    ui_llm.queue(Turn(pieces=PIECES, gap_s=0.005))
+    page = ui_context.new_page()
+    link = _LossyLink()
+    page.route_web_socket("**/ws/chat/", link.route)
+    new_user(page, asgi_server, "max")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    page.fill("#composer-input", "Tell me a very long story")
+    page.press("#composer-input", "Enter")
+
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('THE END.')", timeout=60_000)
+    parts = [t for t in link.received if '"type": "stream.snapshot"' in t]
+    assert len(parts) > 1
+    assert all('"parts": ' in t for t in parts)
+    stored = eventually(lambda: _stored_reply("max"))
+    assert stored is not None
+    assert stored.version == 1
+    assert len(stored.encrypted_content or "") > 4 * 400_000 // 3
+    text = page.locator(".msg-assistant .msg-body").last.inner_text()
+    assert text.count("Once upon a time") == 6000 + 50 * 40
