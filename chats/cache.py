@@ -108,56 +108,80 @@ aredis_client = redis_clients.async_client
 redis_client = redis_clients.sync_client
 
 
-# Touch a chat in the user's LRU set and evict chats beyond the newest ARGV[4], with
-# their embeds unless a remaining chat references them. One script, so concurrent turns
-# in several processes cannot interleave between "who is fourth" and "delete it".
-_TOUCH_LUA = """
-local lru = KEYS[1]
-local uid, cid = ARGV[1], ARGV[2]
-local now, keep, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local base = 'user:' .. uid .. ':chat:'
-redis.call('ZREMRANGEBYSCORE', lru, '-inf', now - ttl)
-redis.call('ZADD', lru, now, cid)
-redis.call('EXPIRE', lru, ttl)
-local evicted = redis.call('ZREVRANGE', lru, keep, -1)
-if #evicted == 0 then return evicted end
-local remaining = redis.call('ZREVRANGE', lru, 0, keep - 1)
-for _, old in ipairs(evicted) do
-  local embeds = redis.call('SMEMBERS', base .. old .. ':embeds:ai')
-  for _, eid in ipairs(embeds) do
-    local used = false
-    for _, other in ipairs(remaining) do
-      if redis.call('SISMEMBER', base .. other .. ':embeds:ai', eid) == 1 then
-        used = true
-        break
+# touch(): mark chat ARGV[2] active in the user's LRU set (KEYS[1]) and evict chats beyond
+# the newest ARGV[4], with their embeds unless a remaining chat references them. Inside
+# one script, so concurrent turns in several processes cannot interleave between "who is
+# fourth" and "delete it". The scripts below run it together with their own reads and
+# writes: one round trip each.
+_TOUCH_FUNCTION = """
+local function touch()
+  local lru = KEYS[1]
+  local uid, cid = ARGV[1], ARGV[2]
+  local now, keep, ttl = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local base = 'user:' .. uid .. ':chat:'
+  redis.call('ZREMRANGEBYSCORE', lru, '-inf', now - ttl)
+  redis.call('ZADD', lru, now, cid)
+  redis.call('EXPIRE', lru, ttl)
+  local evicted = redis.call('ZREVRANGE', lru, keep, -1)
+  if #evicted == 0 then return evicted end
+  local remaining = redis.call('ZREVRANGE', lru, 0, keep - 1)
+  for _, old in ipairs(evicted) do
+    local embeds = redis.call('SMEMBERS', base .. old .. ':embeds:ai')
+    for _, eid in ipairs(embeds) do
+      local used = false
+      for _, other in ipairs(remaining) do
+        if redis.call('SISMEMBER', base .. other .. ':embeds:ai', eid) == 1 then
+          used = true
+          break
+        end
+      end
+      if not used then
+        redis.call('DEL', 'embed:' .. eid)
+        redis.call('SREM', 'user:' .. uid .. ':embeds', eid)
       end
     end
-    if not used then
-      redis.call('DEL', 'embed:' .. eid)
-      redis.call('SREM', 'user:' .. uid .. ':embeds', eid)
-    end
+    redis.call('DEL', base .. old .. ':messages:ai', base .. old .. ':embeds:ai',
+               'chat:' .. old .. ':memory_consent')
+    redis.call('ZREM', lru, old)
   end
-  redis.call('DEL', base .. old .. ':messages:ai', base .. old .. ':embeds:ai',
-             'chat:' .. old .. ':memory_consent')
-  redis.call('ZREM', lru, old)
+  return evicted
 end
-return evicted
 """
+# The chat's cached entries (KEYS[2]); a non-empty cache marks the chat active.
+_LOAD_LUA = (
+    _TOUCH_FUNCTION
+    + """
+local entries = redis.call('LRANGE', KEYS[2], 0, -1)
+if #entries > 0 then touch() end
+return entries
+"""
+)
+# Append ARGV[7..] to the chat's cache (KEYS[2]), after emptying it when ARGV[6] is
+# 'replace'; the cache lives ARGV[5] s; the chat becomes active. Returns the evicted ids.
+_WRITE_LUA = (
+    _TOUCH_FUNCTION
+    + """
+if ARGV[6] == 'replace' then redis.call('DEL', KEYS[2]) end
+-- In slices: unpack() of thousands of values would overflow Lua's stack.
+for first = 7, #ARGV, 1000 do
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, first, math.min(first + 999, #ARGV)))
+end
+if #ARGV > 6 then redis.call('EXPIRE', KEYS[2], tonumber(ARGV[5])) end
+return touch()
+"""
+)
 
 
-async def _touch(user_id: int | str, chat_id: str) -> list[str]:
-    """Mark the chat active now; return the chat ids evicted to keep 3."""
-    evicted = await aredis_client().eval(
-        _TOUCH_LUA,
-        1,
+def _touch_args(user_id: int | str, chat_id: str) -> list[Any]:
+    return [
         lru_key(user_id),
+        ai_key(user_id, chat_id),
         str(user_id),
         chat_id,
         repr(time.time()),
         str(AI_CACHE_CHATS),
         str(AI_CACHE_TTL_S),
-    )
-    return _texts(evicted)
+    ]
 
 
 # --- AI cache ------------------------------------------------------------------------
@@ -179,19 +203,21 @@ async def _seal_message(user_id: int | str, chat_id: str, message: dict[str, Any
 async def ai_history_load(
     *, user_id: int | str, chat_id: str, expected_done_count: int
 ) -> HistoryResult:
-    """Load a chat's history from the AI cache for a turn.
+    """Load a chat's history from the AI cache for a turn (one Redis round trip).
 
     ``expected_done_count`` is the number of ``done`` messages PostgreSQL holds for the
     chat; a cache holding fewer distinct messages is ``incomplete``. A chat with no done
     message and nothing cached is new: an empty history, not a miss. A repeated
-    message id keeps its last cached version at its first position. A hit marks the
-    chat active (LRU).
+    message id keeps its last cached version at its first position. Reading a non-empty
+    cache marks the chat active (LRU), in the same script; when it then proves
+    incomplete or undecryptable the turn asks the client and stores what it sends, which
+    marks the chat active all the same.
 
     Raises:
         openmates.vault.VaultError: Vault is unreachable on a cold data key.
         redis.exceptions.RedisError: Redis is unreachable.
     """
-    entries: list[Any] = await aredis_client().lrange(ai_key(user_id, chat_id), 0, -1)
+    entries: list[Any] = await aredis_client().eval(_LOAD_LUA, 2, *_touch_args(user_id, chat_id))
     if not entries:
         if expected_done_count <= 0:
             return HistoryResult(messages=[])
@@ -213,8 +239,17 @@ async def ai_history_load(
         by_id[str(message["message_id"])] = message
     if len(by_id) < expected_done_count:
         return HistoryResult(messages=None, reason="incomplete")
-    await _touch(user_id, chat_id)
     return HistoryResult(messages=list(by_id.values()))
+
+
+async def _history_write(
+    user_id: int | str, chat_id: str, messages: list[dict[str, Any]], mode: str
+) -> list[str]:
+    sealed = [await _seal_message(user_id, chat_id, message) for message in messages]
+    evicted = await aredis_client().eval(
+        _WRITE_LUA, 2, *_touch_args(user_id, chat_id), mode, *sealed
+    )
+    return _texts(evicted)
 
 
 async def ai_history_store(
@@ -223,39 +258,35 @@ async def ai_history_store(
     """Replace the chat's AI cache with ``messages`` (a client's ``chat.history``).
 
     Each message is ``{"message_id", "role", "content", ...}``, oldest first; it is
-    re-encrypted under the user's current data key. Marks the chat active (LRU).
+    re-encrypted under the user's current data key. Marks the chat active (LRU). One
+    Redis round trip.
 
     Raises:
         ValueError: a message lacks ``message_id``, ``role`` or ``content``.
         openmates.vault.VaultError: Vault is unreachable on a cold data key.
     """
-    sealed = [await _seal_message(user_id, chat_id, message) for message in messages]
-    key = ai_key(user_id, chat_id)
-    async with aredis_client().pipeline(transaction=True) as pipe:
-        pipe.delete(key)
-        if sealed:
-            pipe.rpush(key, *sealed)
-            pipe.expire(key, AI_CACHE_TTL_S)
-        await pipe.execute()
-    await _touch(user_id, chat_id)
+    await _history_write(user_id, chat_id, messages, "replace")
 
 
-async def ai_history_append(*, user_id: int | str, chat_id: str, message: dict[str, Any]) -> None:
-    """Append one message (``{"message_id", "role", "content", ...}``) to the AI cache.
+async def ai_history_extend(
+    *, user_id: int | str, chat_id: str, messages: list[dict[str, Any]]
+) -> None:
+    """Append messages (``{"message_id", "role", "content", ...}``, oldest first) to the
+    AI cache in one Redis round trip (a turn's question and reply).
 
     Marks the chat active; a fourth active chat evicts the least recently active one.
 
     Raises:
-        ValueError: the message lacks ``message_id``, ``role`` or ``content``.
+        ValueError: a message lacks ``message_id``, ``role`` or ``content`` (nothing is
+            written then).
         openmates.vault.VaultError: Vault is unreachable on a cold data key.
     """
-    sealed = await _seal_message(user_id, chat_id, message)
-    key = ai_key(user_id, chat_id)
-    async with aredis_client().pipeline(transaction=True) as pipe:
-        pipe.rpush(key, sealed)
-        pipe.expire(key, AI_CACHE_TTL_S)
-        await pipe.execute()
-    await _touch(user_id, chat_id)
+    await _history_write(user_id, chat_id, messages, "append")
+
+
+async def ai_history_append(*, user_id: int | str, chat_id: str, message: dict[str, Any]) -> None:
+    """Append one message to the AI cache (:func:`ai_history_extend` with one)."""
+    await ai_history_extend(user_id=user_id, chat_id=chat_id, messages=[message])
 
 
 async def ai_cached_chat_ids(*, user_id: int | str) -> list[str]:

@@ -79,10 +79,12 @@ def _cancel_key(task_id: str) -> str:
 _RUNNING_KEY = f"{PREFIX}turns:running"
 
 # Take the lease when it is free and the task is first in line; otherwise queue the task.
-# Heads whose waiter stopped refreshing its alive key (a dead process) are dropped first.
-# Returns 0 when the lease was taken, else the task's 1-based queue position.
+# The task's own alive key (KEYS[3]) is refreshed first, for ARGV[4] ms; heads whose
+# waiter stopped refreshing theirs (a dead process) are dropped. Returns 0 when the lease
+# was taken, else the task's 1-based queue position.
 _ACQUIRE = """
 local lease, queue, task, ttl, prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+redis.call('SET', KEYS[3], 1, 'PX', ARGV[4])
 while true do
   local head = redis.call('LINDEX', queue, 0)
   if (not head) or head == task then break end
@@ -149,17 +151,20 @@ def _decode(raw: dict[Any, Any]) -> dict[str, str]:
 
 
 async def lease_acquire(*, chat_id: str, task_id: str) -> int:
-    """Take the chat's lease (returns 0) or queue for it (returns the 1-based position)."""
-    client = redis_client()
-    await client.set(_alive_key(task_id), 1, px=int(alive_ttl_s() * 1000))
-    result = await client.eval(
+    """Take the chat's lease (returns 0) or queue for it (returns the 1-based position).
+
+    One round trip, which also refreshes the task's proof of life.
+    """
+    result = await redis_client().eval(
         _ACQUIRE,
-        2,
+        3,
         _lease_key(chat_id),
         _queue_key(chat_id),
+        _alive_key(task_id),
         task_id,
         int(lease_ttl_s() * 1000),
         PREFIX,
+        int(alive_ttl_s() * 1000),
     )
     return int(result)
 

@@ -486,11 +486,8 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             "content": result.content,
             "embeds": list(result.embed_ids),
         }
-        await chat_cache.ai_history_append(
-            user_id=request.user_id, chat_id=chat.pk, message=user_entry
-        )
-        await chat_cache.ai_history_append(
-            user_id=request.user_id, chat_id=chat.pk, message=reply_entry
+        await chat_cache.ai_history_extend(
+            user_id=request.user_id, chat_id=chat.pk, messages=[user_entry, reply_entry]
         )
         await state.pending_content_drop(request.message_id)
         progress.meta["language"] = progress.language

@@ -14,6 +14,7 @@ from django.core.management import call_command
 
 from chats import cache
 from openmates import crypto, vault
+from tests.redis_round_trips import round_trips
 
 
 def _id() -> str:
@@ -245,3 +246,50 @@ def test_more_threads_than_pooled_connections_share_the_sync_client() -> None:
     with ThreadPoolExecutor(max_workers=120) as pool:
         results = list(pool.map(lambda _: client.blpop([key], timeout=0.2), range(120)))
     assert results == [None] * 120
+
+
+async def test_a_turn_reads_and_marks_its_cached_history_in_one_round_trip(
+    cache_user_id: int,
+) -> None:
+    chat_id, other = _id(), _id()
+    messages = [_message("q"), _message("a", role="assistant")]
+    await cache.ai_history_store(user_id=cache_user_id, chat_id=chat_id, messages=messages)
+    await cache.ai_history_append(user_id=cache_user_id, chat_id=other, message=_message("o"))
+    await cache.aredis_client().ping()  # a warm connection: no handshake in the count
+    with round_trips() as count:
+        loaded = await cache.ai_history_load(
+            user_id=cache_user_id, chat_id=chat_id, expected_done_count=2
+        )
+    assert count[0] == 1
+    assert loaded.messages == messages
+    assert await cache.ai_cached_chat_ids(user_id=cache_user_id) == [chat_id, other]
+
+
+async def test_a_turn_appends_question_and_reply_in_one_round_trip(cache_user_id: int) -> None:
+    chats = [_id() for _ in range(4)]
+    for chat_id in chats[:3]:
+        await cache.ai_history_append(user_id=cache_user_id, chat_id=chat_id, message=_message("x"))
+    question, reply = _message("q"), _message("a", role="assistant")
+    await cache.aredis_client().ping()
+    with round_trips() as count:
+        await cache.ai_history_extend(
+            user_id=cache_user_id, chat_id=chats[3], messages=[question, reply]
+        )
+    assert count[0] == 1
+    loaded = await cache.ai_history_load(
+        user_id=cache_user_id, chat_id=chats[3], expected_done_count=2
+    )
+    assert loaded.messages == [question, reply]
+    # The same script kept the user's three most recent chats.
+    assert await cache.ai_cached_chat_ids(user_id=cache_user_id) == chats[:0:-1]
+    assert cache.redis_client().ttl(cache.ai_key(cache_user_id, chats[3])) > 0
+
+
+async def test_storing_many_messages_at_once_keeps_them_all_in_order(cache_user_id: int) -> None:
+    chat_id = _id()
+    messages = [_message(f"m{n}") for n in range(2500)]  # past one script's stack of values
+    await cache.ai_history_store(user_id=cache_user_id, chat_id=chat_id, messages=messages)
+    loaded = await cache.ai_history_load(
+        user_id=cache_user_id, chat_id=chat_id, expected_done_count=2500
+    )
+    assert loaded.messages == messages
