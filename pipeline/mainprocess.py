@@ -4,17 +4,19 @@
 ``EmbedUpdate``, ``Error``) that fills a :class:`MainResult` as it goes. Tool loop: at
 most ``MAX_ROUNDS`` rounds of tool calls; per call a 20 s timeout and one retry (in
 ``skills.executor``), up to ``MAX_PARALLEL`` in parallel; only preselected tools run;
-every result is paired with its call in the history sent back to the model; tool output
-is untrusted (invisible Unicode stripped, scored for prompt injection — blocked at ≥ 7,
-redacted at 5-6.9 — and fenced). A tool cancelled through ``skill.cancel`` marks its
-embed ``cancelled`` and the model continues with that result.
+every result is paired with its call in the history sent back to the model. Tool output
+is untrusted: screened once as each call finishes (``pipeline.tool_output``: invisible
+Unicode stripped, scored for prompt injection — withheld at ≥ 7, redacted at 5-6.9), and
+that screened form is what the embed cache keeps, ``embed.update`` carries and the model
+sees, fenced. After each round the turn's tool results are cut to what the tier's context
+leaves for the next call (``prompts.tool_results_fit``). A tool cancelled through
+``skill.cancel`` marks its embed ``cancelled`` and the model continues with that result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,56 +25,19 @@ from chats import cache as chat_cache
 from chats import services as chat_services
 from openmates import llm
 from pipeline import events as ev
+from pipeline import prompts
 from pipeline.db import db_call
 from pipeline.ids import new_id
-from pipeline.preprocess import strip_invisible
-from pipeline.prompts import fence_tool_output
 from pipeline.protocol import max_reply_bytes
 from pipeline.runtime import TurnControl
+from pipeline.tool_output import fence_tool_output, screen_tool_output, tool_output_text
 from skills.executor import execute_tool
 from skills.registry import ToolContext, ToolSpec
 from skills.services import atool_context_build
 
 MAX_ROUNDS = 5
 MAX_PARALLEL = 5
-INJECTION_BLOCK = 7.0
-INJECTION_REDACT = 5.0
 PREVIEW_CHARS = 200
-
-_INJECTION_RULES: tuple[tuple[float, re.Pattern[str]], ...] = (
-    (
-        8.0,
-        re.compile(
-            r"\b(ignore|disregard|forget)\b.{0,30}\b(previous|prior|above|all)\b.{0,20}\b(instructions?|prompts?|rules)\b",
-            re.I,
-        ),
-    ),
-    (
-        7.5,
-        re.compile(
-            r"\b(reveal|print|show|repeat)\b.{0,30}\b(system prompt|hidden instructions?)\b", re.I
-        ),
-    ),
-    (5.5, re.compile(r"\b(you are now|act as|new instructions?|from now on you)\b", re.I)),
-    (5.0, re.compile(r"<\s*/?\s*(system|assistant)\s*>|\bBEGIN SYSTEM\b", re.I)),
-)
-
-
-def injection_score(text: str) -> float:
-    """0-10: how much ``text`` looks like instructions aimed at the model."""
-    return max((score for score, pattern in _INJECTION_RULES if pattern.search(text)), default=0.0)
-
-
-def sanitize_tool_output(tool: str, text: str) -> str:
-    """Untrusted tool output made safe to show the model (see the module docstring)."""
-    clean = strip_invisible(text)
-    score = injection_score(clean)
-    if score >= INJECTION_BLOCK:
-        clean = "[tool output withheld: it contained instructions aimed at the assistant]"
-    elif score >= INJECTION_REDACT:
-        for _, pattern in _INJECTION_RULES:
-            clean = pattern.sub("[redacted]", clean)
-    return fence_tool_output(tool, clean)
 
 
 @dataclass
@@ -131,6 +96,7 @@ async def respond(
     """Stream the answer to ``messages`` (system prompt and history included)."""
     schemas = [spec.llm_schema() for spec in ctx.tools] or None
     tool_context: ToolContext | None = None
+    tool_texts: dict[str, tuple[str, str]] = {}  # tool_call_id → (tool, screened text)
     for round_number in range(MAX_ROUNDS + 1):
         offer = schemas if round_number < MAX_ROUNDS else None
         calls: list[llm.ToolCall] = []
@@ -174,8 +140,10 @@ async def respond(
         if tool_context is None:
             tool_context = await _tool_context(ctx)
         messages.append(_assistant_tool_message("".join(round_text), calls))
-        async for event in _run_tools(ctx, calls, tool_context, messages, result):
+        async for event in _run_tools(ctx, calls, tool_context, messages, result, tool_texts):
             yield event
+        next_offer = schemas if round_number + 1 < MAX_ROUNDS else None
+        await _tool_results_fit(ctx, messages, tool_texts, next_offer)
 
 
 def _provider_error(ctx: MainContext, result: MainResult, message: str) -> ev.Error:
@@ -199,10 +167,22 @@ async def _tool_context(ctx: MainContext) -> ToolContext:
     )
 
 
+async def _tool_results_fit(
+    ctx: MainContext,
+    messages: list[dict[str, Any]],
+    tool_texts: dict[str, tuple[str, str]],
+    offer: Sequence[dict[str, Any]] | None,
+) -> None:
+    """Cut the turn's tool results to what the tier's context leaves for the next call."""
+    context_tokens = await llm.context_tokens(tier=ctx.tier, instance=ctx.instance)
+    prompts.tool_results_fit(messages, tool_texts, context_tokens=context_tokens, tools=offer or ())
+
+
 def _assistant_tool_message(text: str, calls: Sequence[llm.ToolCall]) -> dict[str, Any]:
+    # No text is None, as the chat format allows with tool calls: providers refuse "".
     return {
         "role": "assistant",
-        "content": text or None,
+        "content": text if text.strip() else None,
         "tool_calls": [
             {
                 "id": call.id,
@@ -227,15 +207,21 @@ async def _run_tools(
     tool_context: ToolContext,
     messages: list[dict[str, Any]],
     result: MainResult,
+    tool_texts: dict[str, tuple[str, str]],
 ) -> AsyncIterator[ev.ServerEvent]:
+    """Run one round's calls; each call's screened result is recorded in ``tool_texts``
+    and appended to ``messages`` as its tool message."""
     allowed = {spec.name for spec in ctx.tools}
     running: list[_Call] = []
     outputs: dict[str, dict[str, Any]] = {}
     for index, call in enumerate(calls):
+        # The call's name is the model's: its error goes through screening like output.
         if call.name not in allowed:
-            outputs[call.id] = {"success": False, "error": f"tool {call.name} is not available"}
+            refused = {"success": False, "error": f"tool {call.name} is not available"}
+            outputs[call.id] = screen_tool_output(refused)
         elif index >= MAX_PARALLEL:
-            outputs[call.id] = {"success": False, "error": "too many tool calls in one round"}
+            refused = {"success": False, "error": "too many tool calls in one round"}
+            outputs[call.id] = screen_tool_output(refused)
         else:
             running.append(_Call(call=call, embed_id=new_id()))
     for item in running:
@@ -259,7 +245,7 @@ async def _run_tools(
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 item = by_task[task]
-                output = _outcome(ctx, item)
+                output = screen_tool_output(_outcome(ctx, item))
                 outputs[item.call.id] = output
                 async for event in _finish_embed(ctx, item, output):
                     yield event
@@ -269,16 +255,10 @@ async def _run_tools(
             if item.task is not None and not item.task.done():
                 item.task.cancel()
     for call in calls:
-        output = outputs[call.id]
-        text = json.dumps(
-            output.get("result") if output.get("success") else output, ensure_ascii=False
-        )
+        text = tool_output_text(outputs[call.id])
+        tool_texts[call.id] = (call.name, text)
         messages.append(
-            {
-                "role": "tool",
-                "tool_call_id": call.id,
-                "content": sanitize_tool_output(call.name, text),
-            }
+            {"role": "tool", "tool_call_id": call.id, "content": fence_tool_output(call.name, text)}
         )
 
 
@@ -312,6 +292,7 @@ async def _finish_embed(
         "arguments": item.call.arguments,
         "result": output.get("result"),
         "error": output.get("error"),
+        "screening": output.get("screening"),
     }
     await db_call(chat_services.embed_status_set, embed_id=item.embed_id, status=status)
     await chat_cache.embed_cache_put(

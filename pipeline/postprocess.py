@@ -1,7 +1,8 @@
 """Post-processing (docs/architecture.md §6), after ``stream.done``; it never fails a turn.
 
-One fast-tier call with a JSON schema gives follow-up suggestions in the conversation's
-language, a new title when the topic drifted, and the updated rolling summary. Then the
+One fast-tier call with a JSON schema gives follow-up suggestions, a new title when the
+topic drifted, and the updated rolling summary, all in the conversation's language (named
+in words in every instruction that writes text for the user: "write ... in Japanese"). Then the
 memory extraction hook runs (the memories app installs it with
 :func:`memory_extractor_set`: ``async extractor(*, user_id, instance, chat_id, messages)
 -> int`` saved). Skipped for automated requests (the last user message starts with
@@ -28,6 +29,7 @@ from functools import partial
 from typing import Any
 
 from openmates import llm
+from pipeline.preprocess import language_name
 from pipeline.prompts import estimate_tokens, history_budget_tokens
 
 logger = logging.getLogger(__name__)
@@ -202,15 +204,16 @@ async def _fold_gap(
     return folded, str(gap[-1]["message_id"]), True
 
 
+# ``{language}`` is the language's name (preprocess.language_name), not its code.
 BLOCK_INSTRUCTION = (
     "Summarise this part of a conversation between a user and an AI assistant in at most "
-    "5 sentences, in language {language}. Keep names, facts, decisions and open questions. "
-    "Answer with the summary only."
+    "5 sentences. Keep names, facts, decisions and open questions. Write the summary in "
+    "{language}. Answer with the summary only."
 )
 MERGE_INSTRUCTION = (
     "These are summaries of consecutive parts of one conversation, oldest first. Merge them "
-    "into one summary of at most 8 sentences, in language {language}. Keep names, facts, "
-    "decisions and open questions. Answer with the summary only."
+    "into one summary of at most 8 sentences. Keep names, facts, decisions and open "
+    "questions. Write the summary in {language}. Answer with the summary only."
 )
 
 
@@ -238,8 +241,9 @@ async def summary_fold(
         openmates.llm.LLMError: a fast call failed (nothing is folded then).
         ValueError: a fast call answered with no text.
     """
-    block_budget = _text_budget(BLOCK_INSTRUCTION.format(language=language), context_tokens)
-    merge_budget = _text_budget(MERGE_INSTRUCTION.format(language=language), context_tokens)
+    name = language_name(language)
+    block_budget = _text_budget(BLOCK_INSTRUCTION.format(language=name), context_tokens)
+    merge_budget = _text_budget(MERGE_INSTRUCTION.format(language=name), context_tokens)
     if min(block_budget, merge_budget) < MIN_BLOCK_TOKENS:
         logger.warning("chat %s: the fast model's context is too small to fold", chat_id)
         return None
@@ -248,7 +252,7 @@ async def summary_fold(
 
     async def summarise(instruction: str, text: str) -> str:
         return await _summary_call(
-            instruction.format(language=language), text, instance=instance, chat_id=chat_id
+            instruction.format(language=name), text, instance=instance, chat_id=chat_id
         )
 
     pieces = [previous] if previous else []
@@ -349,12 +353,14 @@ async def _ask(
     messages: Sequence[dict[str, str]],
     context_tokens: int,
 ) -> dict[str, Any]:
+    name = language_name(language)
     instruction = (
         "After this conversation, answer with JSON: follow_ups (up to 4 short questions the "
-        f"user might ask next, in language {language}); topic_changed (true when the "
-        f"conversation moved away from its title {title!r}); title (a new title when it "
-        "did); summary (the conversation so far in at most 5 sentences, updating the "
-        f"previous summary: {summary or 'none'})."
+        "user might ask next); topic_changed (true when the conversation moved away from "
+        f"its title {title!r}); title (a new title of at most 8 words when it did); summary "
+        "(the conversation so far in at most 5 sentences, updating the previous summary: "
+        f"{summary or 'none'}). The conversation is in {name}: write the follow-ups, the "
+        f"title and the summary in {name}."
     )
     # Each message gets an equal share of what the fast context leaves (and 4,000
     # characters at most), so a long exchange never overflows a small fast model.

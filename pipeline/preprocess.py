@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from django.utils.translation import get_language_info
 
 from openmates import llm
 
@@ -96,13 +97,185 @@ def instruction_text(text: str) -> str:
     return " ".join(stripped.split()) or " ".join(text.split())
 
 
-def detect_language(text: str, *, fallback: str) -> str:
-    """ISO 639-1 code of the instruction in ``text``; ``fallback`` when unsure."""
-    sample = instruction_text(text)
-    if sum(ch.isalpha() for ch in sample) < 4:
+# Short messages langid cannot place (a word or two), by language, "|"-separated. A
+# phrase listed for several languages is ambiguous: the fallback wins when it is one of
+# them. Words every language uses ("ok", "super", "cool") are not listed: they keep the
+# fallback.
+_SHORT_MESSAGES: dict[str, str] = {
+    "en": "thanks|thank you|thank you very much|thanks a lot|thx|cheers|hello|hi|hey|yes|"
+    "yeah|please|bye|goodbye|good morning|good night|sorry|great|continue|go on|more|why|"
+    "tell me more",
+    "de": "danke|danke schön|dankeschön|vielen dank|danke sehr|bitte|hallo|guten morgen|"
+    "guten tag|guten abend|gute nacht|tschüss|nein|genau|weiter|mehr|warum|"
+    "entschuldigung|servus|moin",
+    "fr": "merci|merci beaucoup|bonjour|bonsoir|salut|oui|non|s'il te plaît|"
+    "s'il vous plaît|au revoir|pourquoi|d'accord|bonne nuit",
+    "es": "gracias|muchas gracias|hola|sí|por favor|adiós|buenos días|buenas noches|perdón|"
+    "por qué|vale|claro",
+    "it": "grazie|grazie mille|ciao|buongiorno|buonasera|buonanotte|sì|per favore|perché|"
+    "prego|arrivederci",
+    "pt": "obrigado|obrigada|muito obrigado|muito obrigada|olá|oi|bom dia|boa noite|"
+    "por favor|sim|tchau|adeus",
+    "nl": "dank je|dank u|dankjewel|bedankt|hallo|goedemorgen|doei|nee",
+    "sv": "tack|tack så mycket|hej|hej då",
+    "da": "mange tak|tak|hej",
+    "no": "takk|tusen takk|hei|ha det",
+    "fi": "kiitos|moi|hei|kyllä",
+    "pl": "dziękuję|dzięki|cześć|dzień dobry|proszę|tak",
+    "cs": "děkuji|díky|dobrý den|ahoj",
+    "tr": "teşekkürler|teşekkür ederim|sağol|merhaba|evet|hay\u0131r",
+    "ru": "спасибо|большое спасибо|привет|здравствуйте|да|нет|пожалуйста|пока",
+    "uk": "дякую|привіт|будь ласка|так|ні",
+    "bg": "благодаря|здравей|моля",
+    "ja": "ありがとう|ありがとうございます|こんにちは|はい|いいえ|すみません",
+    "zh": "谢谢|谢谢你|你好|好的|再见|是的",
+}
+
+
+def _phrase_languages(table: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    languages: dict[str, tuple[str, ...]] = {}
+    for language, phrases in table.items():
+        for phrase in phrases.split("|"):
+            languages[phrase] = (*languages.get(phrase, ()), language)
+    return languages
+
+
+_SHORT_LANGUAGES = _phrase_languages(_SHORT_MESSAGES)
+
+# Below this many words, langid needs SHORT_TEXT_MIN_CONFIDENCE: on a word or two it is
+# often sure of the wrong language ("Explain again" → Scottish Gaelic at 0.34).
+SHORT_TEXT_WORDS = 4
+SHORT_TEXT_MIN_CONFIDENCE = 0.5
+_NO_LANGUAGE = "zxx"  # langid's "no linguistic content"
+
+# Scripts only one common language writes: first code point, last, language.
+_SCRIPT_OWNERS: tuple[tuple[int, int, str], ...] = (
+    (0x3040, 0x30FF, "ja"),  # hiragana, katakana
+    (0x31F0, 0x31FF, "ja"),
+    (0xAC00, 0xD7AF, "ko"),  # hangul
+    (0x1100, 0x11FF, "ko"),
+    (0x3130, 0x318F, "ko"),
+    (0x0E00, 0x0E7F, "th"),
+    (0x0370, 0x03FF, "el"),
+    (0x0590, 0x05FF, "he"),
+    (0x10A0, 0x10FF, "ka"),
+    (0x0530, 0x058F, "hy"),
+)
+# Scripts several languages share: (first, last, script), each with a default guess.
+_SHARED_SCRIPTS: tuple[tuple[int, int, str], ...] = (
+    (0x4E00, 0x9FFF, "han"),
+    (0x3400, 0x4DBF, "han"),
+    (0x0400, 0x04FF, "cyrillic"),
+    (0x0600, 0x06FF, "arabic"),
+    (0x0900, 0x097F, "devanagari"),
+)
+_SCRIPT_LANGUAGES: dict[str, tuple[str, ...]] = {
+    "han": ("zh", "ja", "yue", "wuu"),
+    "cyrillic": ("ru", "uk", "bg", "sr", "mk", "be", "kk", "ky", "mn", "tg", "tt", "ba"),
+    "arabic": ("ar", "fa", "ur", "ps", "ug", "ary", "arz", "sdh"),
+    "devanagari": ("hi", "mr", "ne", "sa"),
+}
+# Letters that tell one language of a shared script from the others.
+_TELLTALE_LETTERS: tuple[tuple[str, str], ...] = (
+    ("іїєґ", "uk"),
+    ("ў", "be"),
+    ("әғқңөұһ", "kk"),
+    ("ђћљњџј", "sr"),
+    ("ѓќѕ", "mk"),
+    ("ٹڈڑںے", "ur"),  # before Persian: Urdu writes Persian's letters too
+    ("پچژگکی", "fa"),
+)
+
+
+def _base(code: str) -> str:
+    """The language of ``code`` without its region or script ("pt" of "pt-BR")."""
+    return code.split("-")[0].split("_")[0].lower()
+
+
+def _short_message_language(sample: str, fallback: str) -> str | None:
+    lowered = sample.casefold().replace("\u2019", "'")  # the typographic apostrophe
+    phrase = " ".join("".join(ch if ch.isalpha() or ch == "'" else " " for ch in lowered).split())
+    languages = _SHORT_LANGUAGES.get(phrase)
+    if not languages:
+        return None
+    return fallback if _base(fallback) in languages else languages[0]
+
+
+def _script_language(sample: str, fallback: str, *, shared: bool) -> str | None:
+    """The language the letters' dominant script tells (None: Latin, mixed, unknown).
+
+    ``shared=False`` looks only at scripts one language owns; ``True`` also guesses for
+    shared scripts (the fallback when it writes that script, else a telltale letter's
+    language, else the script's most common language).
+    """
+    counts: dict[str, int] = {}
+    letters = 0
+    for ch in sample:
+        if not ch.isalpha():
+            continue
+        letters += 1
+        point = ord(ch)
+        for first, last, name in (*_SCRIPT_OWNERS, *_SHARED_SCRIPTS):
+            if first <= point <= last:
+                counts[name] = counts.get(name, 0) + 1
+                break
+    if counts.get("ja") and counts.get("han"):
+        counts["ja"] += counts.pop("han")  # kanji with kana is Japanese
+    if not counts:
+        return None
+    script, count = max(counts.items(), key=lambda item: item[1])
+    if count * 2 <= letters:
+        return None
+    if script not in _SCRIPT_LANGUAGES:
+        return script
+    if not shared:
+        return None
+    languages = _SCRIPT_LANGUAGES[script]
+    if _base(fallback) in languages:
         return fallback
-    language, confidence = _language_identifier().classify(sample)
-    return str(language) if confidence >= LANGUAGE_MIN_CONFIDENCE else fallback
+    for telltale, language in _TELLTALE_LETTERS:
+        if language in languages and any(ch in telltale for ch in sample):
+            return language
+    return languages[0]
+
+
+def detect_language(text: str, *, fallback: str) -> str:
+    """ISO 639 code of the instruction in ``text``; ``fallback`` (the chat's previous
+    language, else the instance default) when unsure.
+
+    In order: a known short message ("Danke", "Merci", "ありがとう"), a script only one
+    language writes (kana, hangul, Greek, ...), py3langid when confident enough (more so
+    for texts under :data:`SHORT_TEXT_WORDS` words), a guess from a shared script
+    (Cyrillic, Arabic, Han, Devanagari), then ``fallback``.
+    """
+    sample = instruction_text(text)
+    known = _short_message_language(sample, fallback) or _script_language(
+        sample, fallback, shared=False
+    )
+    if known:
+        return known
+    if sum(ch.isalpha() for ch in sample) >= 4:
+        language, confidence = _language_identifier().classify(sample)
+        short = len(sample.split()) < SHORT_TEXT_WORDS
+        needed = SHORT_TEXT_MIN_CONFIDENCE if short else LANGUAGE_MIN_CONFIDENCE
+        if confidence >= needed and language != _NO_LANGUAGE:
+            return str(language)
+    return _script_language(sample, fallback, shared=True) or fallback
+
+
+# Names Django's LANG_INFO lacks for codes py3langid gives.
+_LANGUAGE_NAMES = {"zh": "Chinese", "yue": "Cantonese", "la": "Latin", "gu": "Gujarati"}
+
+
+def language_name(code: str) -> str:
+    """The English name of ISO 639 ``code`` ("ja" → "Japanese", "pt-BR" → "Brazilian
+    Portuguese"), for instructions to a model; unknown codes are named as codes."""
+    if code in _LANGUAGE_NAMES:
+        return _LANGUAGE_NAMES[code]
+    try:
+        return str(get_language_info(code.lower())["name"])
+    except KeyError:
+        return f"the language with ISO 639 code {code!r}"
 
 
 # --- tools ------------------------------------------------------------------------------
@@ -610,13 +783,16 @@ def heuristic_title(text: str, *, category: str = "general") -> ChatMeta:
 async def title_generate(
     *, text: str, language: str, instance: Any, chat_id: str
 ) -> ChatMeta | None:
-    """Fast-tier title, icon, category and tags (≤ 10) in ``language``; None on failure."""
+    """Fast-tier title, icon, category and tags (≤ 10); None on failure. The instruction
+    names ``language`` (an ISO 639 code) in words: the title is written in it."""
+    name = language_name(language)
     messages = [
         {
             "role": "system",
             "content": "Name this conversation from its first message. Answer with JSON: "
-            f"title (at most 8 words, language {language}), icon (one lowercase word naming "
-            "an icon), category (one lowercase word), tags (at most 10 short keywords).",
+            "title (at most 8 words), icon (one lowercase word naming an icon), category "
+            "(one lowercase word), tags (at most 10 short keywords). The conversation is in "
+            f"{name}: write the title in {name}.",
         },
         {"role": "user", "content": text[:4000]},
     ]

@@ -339,7 +339,7 @@ async def _answer(
         now=datetime.now(tz=UTC),
         language=decided.language,
         memories=memories,
-        has_tools=bool(tools),
+        has_tools=bool(tools) or prompts.history_has_tool_output(progress.history),
     )
 
     async def load_embed(embed_id: str) -> dict[str, Any] | None:

@@ -149,7 +149,7 @@ async def test_long_client_history_is_trimmed_then_folded_in_parallel_blocks_and
     # full as the fast context allows, summarised by parallel calls.
     fast = _fast(llm_script)
     assert len(fast) == 4 + 1 + 1
-    block_instruction = post.BLOCK_INSTRUCTION.format(language="en")
+    block_instruction = post.BLOCK_INSTRUCTION.format(language="English")
     blocks = []
     for request in fast[:4]:
         assert request.messages[0] == {"role": "system", "content": block_instruction}
@@ -172,7 +172,7 @@ async def test_long_client_history_is_trimmed_then_folded_in_parallel_blocks_and
     }
     ordered = [summary_of[_number(block[0])] for block in blocks]
     assert fast[4].messages == [
-        {"role": "system", "content": post.MERGE_INSTRUCTION.format(language="en")},
+        {"role": "system", "content": post.MERGE_INSTRUCTION.format(language="English")},
         {
             "role": "user",
             "content": "\n\n".join(f"Part {n}:\n{s}" for n, s in enumerate(ordered, 1)),
@@ -288,3 +288,38 @@ async def test_the_per_turn_call_fits_a_small_fast_context(
     assert prompts.estimate_message_tokens(ask.messages) <= 2048 - 512
     meta = await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk)
     assert meta["summary"] == "Short."
+
+
+async def test_a_reply_with_no_text_is_not_sent_as_an_empty_assistant_message(
+    ws_client, chat_factory, user, instance, llm_script
+):
+    instance.model_preprocessing_enabled = False
+    instance.follow_ups_enabled = False
+    await sync_to_async(instance.save)()
+    instance_context_forget()
+    chat = await sync_to_async(chat_factory)(user)
+    llm_script.reply(text="", model="standard")  # a reply that produced no text
+    llm_script.reply(
+        text=" ",
+        tool_calls=[{"id": "c1", "name": "calculator", "arguments": {"expression": "2 + 2"}}],
+        model="standard",
+    )
+    llm_script.reply(text="4.", model="standard")
+    client = await ws_client(user)
+
+    await client.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="Hm")
+    assert (await client.until("stream.done"))[-1]["content"] == ""
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="What is 2 + 2?"
+    )
+    assert (await client.until("stream.done"))[-1]["status"] == "done"
+
+    second, after_tools = llm_script.requests[1], llm_script.requests[2]
+    assert [(m["role"], m["content"]) for m in second.messages[1:]] == [
+        ("user", "Hm"),
+        ("user", "What is 2 + 2?"),
+    ]
+    # Whitespace before a tool call is no text either: content None beside the tool call.
+    assistant = after_tools.messages[-2]
+    assert (assistant["role"], assistant.get("content")) == ("assistant", None), assistant
+    assert assistant["tool_calls"][0]["function"]["name"] == "calculator"

@@ -47,6 +47,59 @@ def test_short_or_ambiguous_text_falls_back() -> None:
     assert pre.detect_language("42 + 17", fallback="fr") == "fr"
 
 
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("Danke", "de"),
+        ("Danke!", "de"),
+        ("Merci", "fr"),
+        ("Merci beaucoup !", "fr"),
+        ("s\u2019il vous plaît", "fr"),
+        ("Gracias", "es"),
+        ("Grazie", "it"),
+        ("Obrigado", "pt"),
+        ("ありがとう", "ja"),
+        ("はい", "ja"),
+        ("Спасибо", "ru"),
+        ("Дякую", "uk"),
+        ("谢谢", "zh"),
+        ("감사합니다", "ko"),
+        ("Ευχαριστώ", "el"),
+        ("Dziękuję", "pl"),
+        ("Thanks", "en"),
+    ],
+)
+def test_one_word_messages_get_their_language_not_the_fallback(text: str, language: str) -> None:
+    assert pre.detect_language(text, fallback="xx") == language
+
+
+def test_short_text_langid_is_unsure_of_keeps_the_chats_language() -> None:
+    # langid names Scottish Gaelic (0.34) and Northern Sami (0.32) for these.
+    assert pre.detect_language("Explain again", fallback="de") == "de"
+    assert pre.detect_language("Go ahead", fallback="ja") == "ja"
+    assert pre.detect_language("ok", fallback="ja") == "ja"
+    # A phrase several languages use keeps the chat's language when it is one of them.
+    assert pre.detect_language("Hallo", fallback="nl") == "nl"
+    assert pre.detect_language("Hallo", fallback="en") == "de"
+    assert pre.detect_language("Por favor", fallback="pt-BR") == "pt-BR"
+
+
+def test_a_script_tells_the_language_when_langid_is_unsure() -> None:
+    assert pre.detect_language("了解", fallback="ja") == "ja"  # kanji in a Japanese chat
+    assert pre.detect_language("了解", fallback="en") == "zh"
+    assert pre.detect_language("Рахмет", fallback="kk") == "kk"
+    assert pre.detect_language("Хвала", fallback="en") == "ru"
+    assert pre.detect_language("مرسی", fallback="en") == "fa"
+
+
+def test_language_names_for_instructions() -> None:
+    assert pre.language_name("ja") == "Japanese"
+    assert pre.language_name("de") == "German"
+    assert pre.language_name("pt-BR") == "Brazilian Portuguese"
+    assert pre.language_name("zh") == "Chinese"
+    assert pre.language_name("pcm") == "the language with ISO 639 code 'pcm'"
+
+
 def test_invisible_unicode_is_stripped_but_joiners_stay() -> None:
     assert pre.strip_invisible("ig\u200bnore\u202e me\ufeff\U000e0041") == "ignore me"
     assert pre.strip_invisible("👩\u200d💻") == "👩\u200d💻"
