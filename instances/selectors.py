@@ -104,16 +104,20 @@ def prompt_cache_drop(instance_id: int) -> None:
         logger.warning("prompt cache not invalidated (%s)", type(exc).__name__)
 
 
-def tier_secrets_missing(instance: Instance) -> list[str]:
-    """Secret names the instance's tier map refers to that are not set, sorted."""
-    named = {
+def tier_secret_names(instance: Instance) -> set[str]:
+    """Names of the secrets the instance's tier map refers to (set or not; no query)."""
+    return {
         str(entry["secret"])
         for chain in (instance.tier_map or {}).values()
         if isinstance(chain, list)
         for entry in chain
         if isinstance(entry, dict) and entry.get("secret")
     }
-    return sorted(named - instance_secret_names(instance))
+
+
+def tier_secrets_missing(instance: Instance) -> list[str]:
+    """Secret names the instance's tier map refers to that are not set, sorted."""
+    return sorted(tier_secret_names(instance) - instance_secret_names(instance))
 
 
 async def aprompt_sections_get(instance: Instance) -> dict[str, str]:

@@ -30,7 +30,7 @@ from instances.models import (
     Mate,
     PromptSection,
 )
-from instances.selectors import prompt_cache_drop, prompt_sections_get
+from instances.selectors import prompt_cache_drop, prompt_sections_get, tier_secret_names
 from openmates import crypto, vault
 from openmates.db import db_call
 
@@ -39,6 +39,7 @@ SECRET_PURPOSE = "secret"  # noqa: S105 (the crypto purpose's name)
 __all__ = [
     "ainstance_secret_get",
     "ainstance_secrets_get",
+    "ainstance_tier_secrets_get",
     "channel_config_set",
     "channel_credentials_get",
     "channel_error_record",
@@ -51,6 +52,7 @@ __all__ = [
     "instance_secret_get",
     "instance_secret_set",
     "instance_secrets_get",
+    "instance_tier_secrets_get",
     "prompt_cache_invalidate",
     "prompt_section_update",
     "prompt_sections_get",
@@ -263,6 +265,27 @@ async def ainstance_secrets_get(
     *, instance: Instance, names: list[str] | set[str]
 ) -> dict[str, str]:
     """Async twin of ``instance_secrets_get`` (connection released at once)."""
+    return await db_call(instance_secrets_get, instance=instance, names=names)
+
+
+def instance_tier_secrets_get(*, instance: Instance) -> dict[str, str]:
+    """The set secrets among those the instance's tier map names, ``{name: value}``.
+
+    What ``openmates.llm``'s calls for this instance take as ``secrets=`` (the gateway
+    imports no app, so its callers resolve the keys).
+
+    Raises: as ``instance_secret_get``.
+    """
+    names = tier_secret_names(instance)
+    return instance_secrets_get(instance=instance, names=names) if names else {}
+
+
+async def ainstance_tier_secrets_get(*, instance: Instance) -> dict[str, str]:
+    """Async twin of ``instance_tier_secrets_get``: one thread hop, none when the tier map
+    names no secret (the bundled model, the settings' defaults)."""
+    names = tier_secret_names(instance)
+    if not names:
+        return {}
     return await db_call(instance_secrets_get, instance=instance, names=names)
 
 

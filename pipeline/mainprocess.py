@@ -23,6 +23,7 @@ from typing import Any
 
 from chats import cache as chat_cache
 from chats import services as chat_services
+from instances.services import ainstance_tier_secrets_get
 from openmates import llm
 from pipeline import events as ev
 from pipeline import prompts
@@ -106,6 +107,7 @@ async def respond(
                 tier=ctx.tier,
                 messages=messages,
                 instance=ctx.instance,
+                secrets=await ainstance_tier_secrets_get(instance=ctx.instance),
                 tools=offer,
                 stage="main",
                 chat_id=ctx.chat.pk,

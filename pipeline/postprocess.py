@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from instances.services import ainstance_tier_secrets_get
 from openmates import llm
 from pipeline.preprocess import language_name
 from pipeline.prompts import estimate_tokens, history_budget_tokens
@@ -335,6 +336,7 @@ async def _summary_call(instruction: str, text: str, *, instance: Any, chat_id: 
             {"role": "user", "content": text},
         ],
         instance=instance,
+        secrets=await ainstance_tier_secrets_get(instance=instance),
         stage="postprocess",
         chat_id=chat_id,
     )
@@ -377,6 +379,7 @@ async def _ask(
                 {"role": "user", "content": transcript},
             ],
             instance=instance,
+            secrets=await ainstance_tier_secrets_get(instance=instance),
             response_schema=POSTPROCESS_SCHEMA,
             stage="postprocess",
             chat_id=chat_id,

@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import get_language_info
 
+from instances.services import ainstance_tier_secrets_get
 from openmates import llm
 
 TIERS = ("fast", "standard", "heavy")
@@ -736,6 +737,7 @@ async def model_safety_check(*, text: str, instance: Any, chat_id: str) -> Safet
             tier="fast",
             messages=messages,
             instance=instance,
+            secrets=await ainstance_tier_secrets_get(instance=instance),
             response_schema=SAFETY_SCHEMA,
             stage="preprocess",
             chat_id=chat_id,
@@ -801,6 +803,7 @@ async def title_generate(
             tier="fast",
             messages=messages,
             instance=instance,
+            secrets=await ainstance_tier_secrets_get(instance=instance),
             response_schema=TITLE_SCHEMA,
             stage="title",
             chat_id=chat_id,

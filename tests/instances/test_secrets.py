@@ -9,10 +9,12 @@ from django.db import connection, connections
 from instances.models import InstanceSecret
 from instances.services import (
     ainstance_secret_get,
+    ainstance_tier_secrets_get,
     instance_keys_rotate,
     instance_secret_delete,
     instance_secret_get,
     instance_secret_set,
+    instance_tier_secrets_get,
 )
 from openmates import crypto, vault
 
@@ -124,3 +126,35 @@ def test_rotation_resumes_without_rotating_again(instance):
     assert resumed["key_version"] == first["key_version"]
     assert resumed["secrets_rewrapped"] == 1
     assert instance_secret_get(instance=instance, name="B") == "b"
+
+
+def test_tier_secrets_are_the_set_ones_the_tier_map_names(instance):
+    instance.tier_map = {
+        "fast": [{"model": "openai/gpt-4o-mini", "secret": "OPENAI_API_KEY"}],
+        "heavy": [
+            {"model": "anthropic/claude", "secret": "ANTHROPIC_API_KEY"},
+            {"model": "openai/gpt-4o", "secret": "OPENAI_API_KEY"},
+        ],
+    }
+    instance.save()
+    instance_secret_set(instance=instance, name="OPENAI_API_KEY", value=PLAINTEXT)
+    instance_secret_set(instance=instance, name="WEATHER_API_KEY", value="not for models")
+
+    assert instance_tier_secrets_get(instance=instance) == {"OPENAI_API_KEY": PLAINTEXT}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_tier_secrets_async_twin_reads_the_same_and_nothing_without_names(instance):
+    await sync_to_async(instance_secret_set)(
+        instance=instance, name="OPENAI_API_KEY", value=PLAINTEXT
+    )
+    local = {"fast": [{"model": "openai/local", "api_base": "http://127.0.0.1:1/v1"}]}
+    keyed = {"fast": [{"model": "openai/gpt-4o-mini", "secret": "OPENAI_API_KEY"}]}
+
+    instance.tier_map = local
+    without = await ainstance_tier_secrets_get(instance=instance)
+    instance.tier_map = keyed
+    with_key = await ainstance_tier_secrets_get(instance=instance)
+
+    assert (without, with_key) == ({}, {"OPENAI_API_KEY": PLAINTEXT})
+    await sync_to_async(connections.close_all)()

@@ -197,7 +197,7 @@ async def test_entry_without_secret_never_uses_an_ambient_key(
 async def test_instance_secret_supplies_the_key_and_its_absence_is_named(
     llm_script: Any, owner: Any
 ) -> None:
-    from instances.services import instance_create, instance_secret_set
+    from instances.services import ainstance_tier_secrets_get, instance_create, instance_secret_set
 
     instance = await sync_to_async(instance_create)(
         slug=f"gw{uuid.uuid4().hex[:8]}",
@@ -207,16 +207,71 @@ async def test_instance_secret_supplies_the_key_and_its_absence_is_named(
     )
 
     with pytest.raises(llm.LLMConfigurationError, match="SCRIPTED_KEY"):
-        await llm.complete(tier="heavy", messages=USER, instance=instance)
+        await llm.complete(
+            tier="heavy",
+            messages=USER,
+            instance=instance,
+            secrets=await ainstance_tier_secrets_get(instance=instance),
+        )
 
     await sync_to_async(instance_secret_set)(
         instance=instance, name="SCRIPTED_KEY", value="sk-instance-1"
     )
     llm_script.reply(model="heavy", text="done")
-    result = await llm.complete(tier="heavy", messages=USER, instance=instance)
+    result = await llm.complete(
+        tier="heavy",
+        messages=USER,
+        instance=instance,
+        secrets=await ainstance_tier_secrets_get(instance=instance),
+    )
 
     assert result.text == "done"
     assert llm_script.requests[-1].api_key == "sk-instance-1"
+
+
+class _TierMapOnly:
+    """What the gateway reads of an instance: its tier map and id (no app model needed)."""
+
+    pk = 7
+    embedding_model = None
+    embedding_dimensions = None
+
+    def __init__(self, tier_map: dict[str, Any]) -> None:
+        self.tier_map = tier_map
+
+
+async def test_an_instance_entry_never_takes_its_key_from_the_environment(
+    llm_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCRIPTED_KEY", "sk-operator-env")
+    instance = _TierMapOnly({"fast": [{"model": "scripted/own", "secret": "SCRIPTED_KEY"}]})
+
+    with pytest.raises(llm.LLMConfigurationError, match="SCRIPTED_KEY") as missing:
+        await llm.complete(tier="fast", messages=USER, instance=instance)
+    llm_script.reply(model="own", text="ok")
+    await llm.complete(
+        tier="fast", messages=USER, instance=instance, secrets={"SCRIPTED_KEY": "sk-passed-in"}
+    )
+
+    assert missing.value.missing_secrets == ("SCRIPTED_KEY",)
+    assert [r.api_key for r in llm_script.requests] == ["sk-passed-in"]
+
+
+async def test_a_streamed_call_and_an_embedding_take_the_passed_secrets(
+    llm_script: Any, settings: Any
+) -> None:
+    settings.LLM_EMBEDDING_DIMENSIONS = 3
+    instance = _TierMapOnly({"standard": [{"model": "scripted/streamer", "secret": "KEY_S"}]})
+    instance.embedding_model = "scripted/streamer"  # type: ignore[assignment]
+    llm_script.reply(model="streamer", text=["hi"])
+    llm_script.reply(model="streamer", embedding=[[1.0, 0.0, 0.0]])
+
+    events = await collect(instance=instance, secrets={"KEY_S": "sk-stream"})
+    vectors = await llm.embed(["a"], instance=instance, secrets={"KEY_S": "sk-stream"})
+
+    assert TextDelta("hi") in events
+    assert vectors == [[1.0, 0.0, 0.0]]
+    assert [r.api_key for r in llm_script.requests] == ["sk-stream", "sk-stream"]
 
 
 # --- complete() ---

