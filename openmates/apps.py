@@ -7,13 +7,14 @@ from pathlib import Path
 
 from django.apps import AppConfig
 
-# Programs (or ``manage.py`` commands) that serve requests; only they warm LiteLLM.
+# Programs (or ``manage.py`` commands) that serve requests; only they warm up models.
 _SERVERS = {"daphne", "uvicorn", "gunicorn", "hypercorn"}
 _SERVING_COMMANDS = {"runserver"}
 
 
-def _serving() -> bool:
-    """True in a process started to serve requests, not in ``migrate`` and friends."""
+def serving() -> bool:
+    """True in a process started to serve requests, not in ``migrate``, other commands or
+    tests: the apps warm what the first request would otherwise wait for only then."""
     argv = sys.argv or [""]
     program = Path(argv[0])
     if _SERVERS & {program.name, program.parent.name}:  # `daphne …` or `python -m daphne …`
@@ -30,7 +31,7 @@ class OpenMatesConfig(AppConfig):
     def ready(self) -> None:
         from openmates import checks  # noqa: F401  (registers the checks)
 
-        if _serving():
+        if serving():
             # `import litellm` takes seconds: start it now, in a thread, so the first
             # request does not wait for it (health() says "starting" until it is done).
             from openmates import llm

@@ -372,8 +372,3 @@ async def aopen_sealed(
     if data_key is None:
         data_key = await sync_to_async(_unwrap, thread_sensitive=False)(key_name, wrapped, purpose)
     return _open_with(data_key, nonce, ciphertext, purpose, owner_id, object_id)
-
-
-async def arewrap_sealed(key_name: str, sealed: bytes) -> bytes:
-    """Async twin of :func:`rewrap_sealed`."""
-    return await sync_to_async(rewrap_sealed, thread_sensitive=False)(key_name, sealed)

@@ -17,10 +17,9 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django_redis import get_redis_connection
 
-from openmates import vault
+from openmates import llm, vault
 
 PROBE_TIMEOUT_S = 2.0
-COMPONENTS = ("database", "redis", "vault", "llm")
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="health-probe")
 
@@ -58,11 +57,7 @@ def probe_vault() -> dict[str, Any]:
 
 
 def probe_llm() -> dict[str, Any]:
-    """The LLM gateway's own readiness; ``starting`` while its module is not there."""
-    try:
-        from openmates import llm
-    except ImportError as exc:
-        return {"status": "starting", "reason": f"llm module not loaded ({exc})"}
+    """The LLM gateway's own readiness (:func:`openmates.llm.health`)."""
     return dict(llm.health())
 
 

@@ -454,15 +454,6 @@ def hmac(key_name: str, inputs: list[bytes], *, key_version: int | None = None) 
     return [_unb64(str(r["hmac"]).rsplit(":", 1)[-1]) for r in results]
 
 
-async def ahmac(
-    key_name: str, inputs: list[bytes], *, key_version: int | None = None
-) -> list[bytes]:
-    """Async twin of :func:`hmac`."""
-    return await sync_to_async(hmac, thread_sensitive=False)(
-        key_name, inputs, key_version=key_version
-    )
-
-
 # Plaintext data keys by (addr, key name, context, wrapped form) -> (key, expiry monotonic s).
 _data_keys: dict[tuple[str, str, bytes, str], tuple[bytes, float]] = {}
 _data_keys_lock = threading.Lock()
@@ -565,15 +556,6 @@ async def adecrypt(
     )
 
 
-async def arewrap(
-    key_name: str, ciphertexts: list[str], *, context: bytes | None = None
-) -> list[str]:
-    """Async twin of :func:`rewrap`."""
-    return await sync_to_async(rewrap, thread_sensitive=False)(
-        key_name, ciphertexts, context=context
-    )
-
-
 async def agenerate_data_key(key_name: str, *, context: bytes) -> tuple[bytes, str]:
     """Async twin of :func:`generate_data_key`."""
     return await sync_to_async(generate_data_key, thread_sensitive=False)(key_name, context=context)
@@ -667,16 +649,6 @@ def delete_key(key_name: str) -> None:
 async def aensure_key(key_name: str) -> None:
     """Async twin of :func:`ensure_key`."""
     await sync_to_async(ensure_key, thread_sensitive=False)(key_name)
-
-
-async def arotate_key(key_name: str) -> int:
-    """Async twin of :func:`rotate_key`."""
-    return await sync_to_async(rotate_key, thread_sensitive=False)(key_name)
-
-
-async def adelete_key(key_name: str) -> None:
-    """Async twin of :func:`delete_key`."""
-    await sync_to_async(delete_key, thread_sensitive=False)(key_name)
 
 
 # --- health --------------------------------------------------------------------------------

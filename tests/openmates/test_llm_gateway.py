@@ -577,11 +577,11 @@ def test_network_guard_refuses_connections_outside_loopback() -> None:
 def test_only_server_processes_warm_litellm_at_start(
     monkeypatch: pytest.MonkeyPatch, argv: list[str], serving: bool
 ) -> None:
-    from openmates.apps import _serving
+    from openmates import apps
 
     monkeypatch.setattr("sys.argv", argv)
 
-    assert _serving() is serving
+    assert apps.serving() is serving
 
 
 def test_base_model_tiers_are_recognised(settings: Any) -> None:
