@@ -23,6 +23,7 @@ from openmates.env import (
     env_list,
     env_secret,
     env_str,
+    local_services,
     service_setting,
 )
 
@@ -176,8 +177,14 @@ VAULT_ADDR = service_setting("VAULT_ADDR")
 VAULT_TOKEN = service_setting("VAULT_TOKEN")
 VAULT_ROLE_ID = service_setting("VAULT_ROLE_ID")
 VAULT_SECRET_ID = service_setting("VAULT_SECRET_ID")
-# The privileged token for creating, rotating and deleting keys (management commands).
-VAULT_ADMIN_TOKEN = service_setting("VAULT_ADMIN_TOKEN")
+# The privileged token (key rotation, app credentials, sealing, raft snapshots) is for
+# management commands only; openmates.vault reads it when one first needs it: from
+# VAULT_ADMIN_TOKEN, else from the file VAULT_ADMIN_TOKEN_FILE names (runlocal records
+# its own in services.json and gives its web server neither), never from services.json.
+VAULT_ADMIN_TOKEN = env_str("VAULT_ADMIN_TOKEN")
+VAULT_ADMIN_TOKEN_FILE = env_str(
+    "VAULT_ADMIN_TOKEN_FILE", local_services().get("VAULT_ADMIN_TOKEN_FILE", "")
+)
 VAULT_TRANSIT_MOUNT = env_str("VAULT_TRANSIT_MOUNT", "transit")
 VAULT_TIMEOUT_S = env_float("VAULT_TIMEOUT_S", default=5.0)
 # Plaintext data keys stay in process memory at most this long (docs/crypto.md §4).

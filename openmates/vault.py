@@ -5,12 +5,18 @@ This is the only module that imports ``hvac`` (ruff TID251). OpenBao speaks the 
 Two tokens, two privileges (docs/crypto.md §4):
 
 * the **app token** (``settings.VAULT_TOKEN``, or an AppRole login with
-  ``settings.VAULT_ROLE_ID``/``VAULT_SECRET_ID``) may only encrypt, decrypt, create data
-  keys, rewrap and HMAC (the stable per-purpose secrets of ``openmates.crypto``), plus
-  look itself up, renew and revoke itself. It cannot create keys, so a transit key must
-  exist (``ensure_key`` with the admin token) before the app uses it;
-* the **admin token** (``settings.VAULT_ADMIN_TOKEN``) creates, rotates, configures and
-  deletes transit keys, mints app credentials, seals the server and takes raft snapshots.
+  ``settings.VAULT_ROLE_ID``/``VAULT_SECRET_ID``) may encrypt, decrypt, create data keys,
+  rewrap and HMAC (the stable per-purpose secrets of ``openmates.crypto``), look itself
+  up, renew and revoke itself, and run the lifecycle of the per-user and per-instance
+  keys the web process needs (sign-up, a first turn, an instance made or deleted in the
+  admin, account deletion): create a transit key of exactly OpenMates' kind
+  (``aes256-gcm96``, derived), read its versions, allow its deletion and delete it
+  (``ensure_key``, ``key_latest_version``, ``delete_key``). It cannot rotate, trim,
+  export or reconfigure a key otherwise, list keys, or create any other kind;
+* the **admin token** rotates keys, mints app credentials, seals the server and takes
+  raft snapshots: management commands only. It is read when first needed, from
+  ``settings.VAULT_ADMIN_TOKEN`` or the file ``settings.VAULT_ADMIN_TOKEN_FILE`` names,
+  so a web process, which never needs it, never holds it.
 
 Every call is bounded by ``settings.VAULT_TIMEOUT_S`` and every failure is one
 :class:`VaultError` whose ``reason`` names what went wrong. Plaintext data keys are kept
@@ -27,10 +33,12 @@ settings are loaded.
 from __future__ import annotations
 
 import base64
+import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import hvac
@@ -295,10 +303,23 @@ def _app_call(what: str, op: Callable[[hvac.Client], T]) -> T:
         return _call(what, lambda: op(_app()))
 
 
-def _admin() -> hvac.Client:
+def _admin_token() -> str:
     token: str = settings.VAULT_ADMIN_TOKEN
+    path: str = settings.VAULT_ADMIN_TOKEN_FILE
+    if not token and path:
+        try:
+            token = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise VaultError(
+                "permission_denied", f"VAULT_ADMIN_TOKEN_FILE={path!r} cannot be read: {exc}"
+            ) from None
     if not token:
         raise VaultError("permission_denied", "VAULT_ADMIN_TOKEN is not configured")
+    return token
+
+
+def _admin() -> hvac.Client:
+    token = _admin_token()
     _keep_renewed(_addr(), token)
     return _client(_addr(), token, _timeout())
 
@@ -577,32 +598,35 @@ async def adecrypt_data_key(key_name: str, wrapped: str, *, context: bytes) -> b
 def ensure_key(key_name: str) -> None:
     """Create transit key ``key_name`` (aes256-gcm96, derived, deletable) if it is missing.
 
-    Idempotent: an existing key is left as it is (apart from allowing deletion).
+    Idempotent: an existing key is left as it is (apart from allowing deletion). Uses the
+    app token, whose policy allows exactly this kind of key.
 
     Raises:
-        VaultError: ``permission_denied`` without the admin token, transport reasons.
+        VaultError: ``permission_denied`` with an app token whose policy predates key
+            creation (``bootstrap`` writes the current one), transport reasons.
     """
-    client = _admin()
     path = f"/v1/{_mount()}/keys/{key_name}"
-    _call(
+    _app_call(
         f"create key {key_name}",
-        lambda: client.adapter.post(path, json={"type": "aes256-gcm96", "derived": True}),
+        lambda client: client.adapter.post(path, json={"type": "aes256-gcm96", "derived": True}),
     )
-    _call(
+    _app_call(
         f"configure key {key_name}",
-        lambda: client.adapter.post(f"{path}/config", json={"deletion_allowed": True}),
+        lambda client: client.adapter.post(f"{path}/config", json={"deletion_allowed": True}),
     )
 
 
 def key_latest_version(key_name: str) -> int:
-    """The latest version of transit key ``key_name``.
+    """The latest version of transit key ``key_name`` (app token).
 
     Raises:
         VaultError: ``not_found`` when the key does not exist, transport reasons.
     """
-    client = _admin()
     what = f"read key {key_name}"
-    answer = _json(_call(what, lambda: client.adapter.get(f"/v1/{_mount()}/keys/{key_name}")), what)
+    answer = _json(
+        _app_call(what, lambda client: client.adapter.get(f"/v1/{_mount()}/keys/{key_name}")),
+        what,
+    )
     return int((answer.get("data") or {}).get("latest_version") or 0)
 
 
@@ -622,27 +646,26 @@ def rotate_key(key_name: str) -> int:
 
 
 def delete_key(key_name: str) -> None:
-    """Delete ``key_name`` for good (crypto-shred); a missing key is fine.
+    """Delete ``key_name`` for good (crypto-shred, app token); a missing key is fine.
 
     Also drops this process's plaintext data keys of that key. Other processes drop
     theirs within ``VAULT_DATA_KEY_TTL_S``.
 
     Raises:
-        VaultError: ``permission_denied`` (e.g. with the app token), transport reasons.
+        VaultError: ``permission_denied``, transport reasons.
     """
-    client = _admin()
     path = f"/v1/{_mount()}/keys/{key_name}"
     forget_data_keys(key_name)
     try:
-        _call(
+        _app_call(
             f"configure key {key_name}",
-            lambda: client.adapter.post(f"{path}/config", json={"deletion_allowed": True}),
+            lambda client: client.adapter.post(f"{path}/config", json={"deletion_allowed": True}),
         )
     except VaultError as exc:
         if exc.reason == "not_found":
             return
         raise
-    _call(f"delete key {key_name}", lambda: client.adapter.delete(path))
+    _app_call(f"delete key {key_name}", lambda client: client.adapter.delete(path))
     forget_data_keys(key_name)
 
 
@@ -790,7 +813,18 @@ def token_revoke_self(addr: str, token: str, *, timeout_s: float = 10.0) -> None
 
 def _app_policy(mount: str) -> str:
     return f"""
-# OpenMates application token: use transit keys, never manage them.
+# OpenMates application token: use transit keys; create and delete (crypto-shred) the
+# per-user and per-instance ones, of exactly OpenMates' kind. "+" is one path segment, so
+# nothing below a key (rotate, trim, import) matches; only "deletion_allowed = true" may
+# be configured (never min_decryption_version or exportable).
+path "{mount}/keys/+" {{
+  capabilities = ["create", "read", "update", "delete"]
+  allowed_parameters = {{ "type" = ["aes256-gcm96"], "derived" = [true] }}
+}}
+path "{mount}/keys/+/config" {{
+  capabilities = ["update"]
+  allowed_parameters = {{ "deletion_allowed" = [true] }}
+}}
 path "{mount}/encrypt/*" {{ capabilities = ["update"] }}
 path "{mount}/decrypt/*" {{ capabilities = ["update"] }}
 path "{mount}/datakey/*" {{ capabilities = ["update"] }}
@@ -822,6 +856,71 @@ path "auth/token/lookup-self" {{ capabilities = ["read"] }}
 path "auth/token/renew-self" {{ capabilities = ["update"] }}
 path "auth/token/revoke-self" {{ capabilities = ["update"] }}
 """
+
+
+def _policies(mount: str) -> dict[str, str]:
+    return {APP_POLICY: _app_policy(mount), ADMIN_POLICY: _admin_policy(mount)}
+
+
+def policies_digest(mount: str = "transit") -> str:
+    """SHA-256 (hex) of the policies :func:`write_policies` writes for ``mount``.
+
+    The embedded runner stores it to tell when a server's policies are out of date.
+    """
+    text = "\n".join(f"{name}\n{body}" for name, body in sorted(_policies(mount).items()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_policies(
+    addr: str, root_token: str, *, mount: str = "transit", timeout_s: float = 30.0
+) -> None:
+    """Write (or replace) the app and admin policies; tokens holding them follow at once.
+
+    Raises:
+        VaultError: the token may not write policies, transport reasons.
+    """
+    api = _client(addr, root_token, timeout_s).adapter
+    _call(
+        "write policies",
+        lambda: [
+            api.put(f"/v1/sys/policies/acl/{name}", json={"policy": text})
+            for name, text in _policies(mount).items()
+        ],
+    )
+
+
+def server_generate_root(addr: str, unseal_key: str, *, timeout_s: float = 30.0) -> str:
+    """A new root token, generated with the unseal key (a server with one key share).
+
+    The server must allow root generation without a token (the embedded runner opens it
+    for one start: ``disable_unauthed_generate_root_endpoints = false``). The caller
+    revokes the token when done. An attempt left by an earlier, interrupted run is
+    cancelled first.
+
+    Raises:
+        VaultError: ``invalid_request`` for a refused key or when the server does not allow
+            root generation, transport reasons.
+    """
+    api = _client(addr, None, timeout_s).adapter
+    what = "generate a root token"
+    _call(what, lambda: api.delete("/v1/sys/generate-root/attempt"))
+    attempt = _json(_call(what, lambda: api.put("/v1/sys/generate-root/attempt", json={})), what)
+    answer = _json(
+        _call(
+            what,
+            lambda: api.put(
+                "/v1/sys/generate-root/update",
+                json={"key": unseal_key, "nonce": attempt["nonce"]},
+            ),
+        ),
+        what,
+    )
+    encoded = str(answer.get("encoded_token") or "")
+    if not answer.get("complete") or not encoded:
+        raise VaultError("invalid_request", f"{what}: the unseal key did not complete it")
+    # The token comes XOR-ed with the one-time password the attempt returned.
+    masked = base64.b64decode(encoded + "=" * (-len(encoded) % 4))
+    return bytes(a ^ b for a, b in zip(masked, str(attempt["otp"]).encode(), strict=True)).decode()
 
 
 def bootstrap(
@@ -862,14 +961,7 @@ def bootstrap(
             "tune token max TTL",
             lambda: api.post("/v1/sys/auth/token/tune", json={"max_lease_ttl": token_period}),
         )
-    policies = {APP_POLICY: _app_policy(mount), ADMIN_POLICY: _admin_policy(mount)}
-    _call(
-        "write policies",
-        lambda: [
-            api.put(f"/v1/sys/policies/acl/{name}", json={"policy": text})
-            for name, text in policies.items()
-        ],
-    )
+    write_policies(addr, root_token, mount=mount, timeout_s=timeout_s)
     _call(
         "write token role",
         lambda: api.post(

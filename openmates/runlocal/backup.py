@@ -35,6 +35,7 @@ import redis
 from psycopg.conninfo import conninfo_to_dict
 
 from openmates.env import local_services
+from openmates.runlocal.openbao import stored_admin_token
 from openmates.runlocal.process import ServiceError, wait_until
 from openmates.runlocal.supervisor import SECRET_KEY_FILE, data_dir_lock
 
@@ -101,7 +102,10 @@ def _services(directory: Path, say: Say) -> Iterator[dict[str, str]]:
             stack.enter_context(data_dir_lock(directory))
         except ServiceError:
             say("    runlocal is running: backing up through its services")
-            yield local_services(directory)
+            services = local_services(directory)
+            # services.json names only the file of the admin token the snapshot needs.
+            services["VAULT_ADMIN_TOKEN"] = stored_admin_token(directory / "openbao")
+            yield services
             return
         stops: list[Callable[[], None]] = []
         stack.callback(_stop_each, stops)  # runs before the lock is released

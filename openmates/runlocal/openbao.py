@@ -9,11 +9,16 @@ Two modes:
   and stores the unseal key and the root token in ``directory/init.json`` (0600); later
   starts only unseal. :meth:`EmbeddedOpenBao.configure` bootstraps transit, the policies
   and the app/admin tokens (stored in ``directory/tokens.json``, 0600) and then revokes
-  the root token, so only the unseal key and the two limited tokens stay on disk.
+  the root token, so only the unseal key and the two limited tokens stay on disk. When
+  this version's policies differ from those the server was given (an installation made
+  by an older OpenMates), a later ``configure()`` rewrites them with a root token made
+  from the unseal key for the moment, then revoked.
 
 Layout of ``directory``: ``openbao.hcl`` (config), ``ports.json`` (the listener and
 cluster ports, kept stable across restarts), ``raft/`` (storage), ``openbao.log``,
-``init.json`` and ``tokens.json``. All HTTP goes through ``openmates.vault``.
+``init.json``, ``tokens.json``, ``admin_token`` (the admin token alone, for
+``VAULT_ADMIN_TOKEN_FILE``) and ``policies.sha256`` (which policies the server has). All
+HTTP goes through ``openmates.vault``.
 """
 
 from __future__ import annotations
@@ -73,6 +78,18 @@ def _read_json(path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def stored_admin_token(directory: Path) -> str:
+    """The admin token a raft server in ``directory`` keeps (``""`` when there is none)."""
+    return _read_json(directory / "tokens.json").get("VAULT_ADMIN_TOKEN", "")
+
+
 def _free_port_pair() -> tuple[int, int]:
     """Two free ports: the API listener and the cluster listener."""
     for _ in range(50):
@@ -99,6 +116,10 @@ class EmbeddedOpenBao:
         self.log_file = self.directory / "openbao.log"
         self.init_file = self.directory / "init.json"
         self.tokens_file = self.directory / "tokens.json"
+        self.admin_token_file = self.directory / "admin_token"
+        self.policies_file = self.directory / "policies.sha256"
+        # Root generation without a token stays closed except for a policy update.
+        self._root_generation = False
         self._requested_port = port
         self._port: int | None = None
         self._cluster_port: int | None = None
@@ -169,6 +190,7 @@ listener "tcp" {{
   address = "127.0.0.1:{self._port}"
   cluster_address = "127.0.0.1:{self._cluster_port}"
   tls_disable = true
+  disable_unauthed_generate_root_endpoints = {str(not self._root_generation).lower()}
 }}
 
 api_addr = "http://127.0.0.1:{self._port}"
@@ -319,7 +341,10 @@ log_level = "warn"
         ):
             for name in ("VAULT_TOKEN", "VAULT_ADMIN_TOKEN"):
                 vault.token_renew(addr, stored[name])
-            return {"VAULT_ADDR": addr, **stored}
+            if _read_text(self.policies_file) != vault.policies_digest(mount):
+                self._rewrite_policies(mount)
+            _write_private_text(self.admin_token_file, stored["VAULT_ADMIN_TOKEN"])
+            return {"VAULT_ADDR": self.addr, **stored}
         init = _read_json(self.init_file)
         root = init.get("root_token")
         if not root:
@@ -330,6 +355,38 @@ log_level = "warn"
             )
         tokens = vault.bootstrap(addr, root, mount=mount, token_period=RAFT_TOKEN_PERIOD)
         _write_private(self.tokens_file, tokens)
+        _write_private_text(self.policies_file, vault.policies_digest(mount))
+        _write_private_text(self.admin_token_file, tokens["VAULT_ADMIN_TOKEN"])
         vault.token_revoke_self(addr, root)
         _write_private(self.init_file, {"unseal_key": init["unseal_key"]})
         return {"VAULT_ADDR": addr, **tokens}
+
+    def _rewrite_policies(self, mount: str) -> None:
+        """Give the server this version's policies (its root token was revoked long ago).
+
+        A root token is generated with the unseal key on one start that allows root
+        generation without a token, used to write the policies, and revoked; the server
+        then starts again with root generation closed.
+
+        Raises:
+            ServiceError: no unseal key is stored, or the server did not restart.
+            VaultError: the server refused a step.
+        """
+        key = _read_json(self.init_file).get("unseal_key")
+        if not key:
+            raise ServiceError(f"no unseal key in {self.init_file} to update the policies with")
+        self._restart(root_generation=True)
+        try:
+            root = vault.server_generate_root(self.addr, key)
+            try:
+                vault.write_policies(self.addr, root, mount=mount)
+            finally:
+                vault.token_revoke_self(self.addr, root)
+        finally:
+            self._restart(root_generation=False)
+        _write_private_text(self.policies_file, vault.policies_digest(mount))
+
+    def _restart(self, *, root_generation: bool) -> None:
+        self.stop()
+        self._root_generation = root_generation
+        self.start()

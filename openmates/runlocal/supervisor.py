@@ -4,7 +4,8 @@ It starts every service whose environment variable is unset — PostgreSQL
 (``DATABASE_URL``), Redis (``REDIS_URL``) and OpenBao (``VAULT_ADDR``) side by side, then
 the local model (``LLM_LOCAL_API_BASE``), which loads in the background — records their
 addresses and tokens in ``<data dir>/services.json`` (0600) so other ``manage.py``
-commands reach them, migrates and sets up the demo (one ``manage.py createdemo
+commands reach them (the OpenBao admin token only by the path of its 0600 file, which the
+web server is not given), migrates and sets up the demo (one ``manage.py createdemo
 --migrate`` child) while Daphne starts, and on SIGINT/SIGTERM stops everything in
 reverse order.
 
@@ -361,7 +362,12 @@ class Runner:
 
         def start() -> dict[str, str]:
             bao.start()
-            return bao.configure()
+            recorded = bao.configure()
+            # Management commands read it from its file when they need it; the web
+            # server, which reads services.json too, never does.
+            del recorded["VAULT_ADMIN_TOKEN"]
+            recorded["VAULT_ADMIN_TOKEN_FILE"] = str(bao.admin_token_file)
+            return recorded
 
         return start
 
@@ -440,6 +446,18 @@ class Runner:
         env["CSRF_COOKIE_SECURE"] = "false"
         return env
 
+    def web_env(self) -> dict[str, str]:
+        """The web server's environment: :meth:`child_env` without the admin token.
+
+        Only management commands rotate keys, mint credentials or take snapshots; the web
+        server creates and deletes its users' and instances' keys with the app token. An
+        empty ``VAULT_ADMIN_TOKEN_FILE`` also overrides the file services.json names.
+        """
+        env = self.child_env()
+        env.pop("VAULT_ADMIN_TOKEN", None)
+        env["VAULT_ADMIN_TOKEN_FILE"] = ""
+        return env
+
     def prepare_and_serve(self) -> None:
         """Migrate and set up the demo (one ``manage.py`` child) while Daphne starts.
 
@@ -516,7 +534,7 @@ class Runner:
                 # WhiteNoise (finders, no collectstatic) serves /static/ inside Django.
                 "openmates.asgi:application",
             ],
-            env=self.child_env(),
+            env=self.web_env(),
             cwd=BASE_DIR,
         )
         self.stops.append(("the web server", self._stop_daphne))

@@ -31,7 +31,14 @@ import redis
 from openmates.runlocal.llama import LocalModelServer
 from openmates.runlocal.postgres import SYSTEM_USER
 from openmates.runlocal.process import ServiceError, free_port, port_in_use, restrict_to_owner
-from openmates.runlocal.supervisor import data_dir_lock, secret_key, stop_strays, write_private
+from openmates.runlocal.supervisor import (
+    Runner,
+    data_dir_lock,
+    secret_key,
+    stop_strays,
+    write_private,
+)
+from tests.openmates.test_served_origin import settings_of
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 SERVICE_VARIABLES = (
@@ -194,6 +201,19 @@ def write_through_redis(url: str) -> None:
     client.close()
 
 
+def web_server_environment(port: int) -> dict[str, str]:
+    """The environment of the running Daphne serving ``port`` (read from /proc)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"openmates.asgi:application" in arguments and str(port).encode() in arguments:
+            pairs = (entry / "environ").read_bytes().split(b"\0")
+            return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
+    raise AssertionError(f"no web server on port {port}")
+
+
 @pytest.fixture
 def data_dir() -> Iterator[Path]:
     # Outside pytest's temp root: a concurrent pytest session re-chmods
@@ -228,6 +248,15 @@ def test_runlocal_serves_stops_on_sigint_and_keeps_data_on_the_next_start(
         assert {"DATABASE_URL", "REDIS_URL", "VAULT_ADDR", "VAULT_TOKEN", "SECRET_KEY"} <= set(
             recorded
         )
+        # The admin token only by its file's path, and never in the web server.
+        assert "VAULT_ADMIN_TOKEN" not in recorded
+        assert Path(recorded["VAULT_ADMIN_TOKEN_FILE"]) == data_dir / "openbao" / "admin_token"
+        web = web_server_environment(port)
+        assert "VAULT_ADMIN_TOKEN" not in web
+        assert web["VAULT_ADMIN_TOKEN_FILE"] == ""
+        assert web["OPENMATES_URL"] == f"http://127.0.0.1:{port}/"
+        # A command from a second terminal reads it from the file: rotate the demo's key.
+        assert "keys rotated: 1," in manage(data_dir, "rotate_keys")
         # Set-up done, the root token is gone: only the unseal key stays next to the tokens.
         init = json.loads((data_dir / "openbao" / "init.json").read_text())
         assert set(init) == {"unseal_key"}
@@ -331,6 +360,34 @@ def test_a_second_runner_on_the_same_data_dir_is_refused(tmp_path: Path) -> None
         data_dir_lock(tmp_path / "var"),
     ):
         pass
+
+
+def test_the_web_server_is_given_no_admin_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token_file = tmp_path / "openbao" / "admin_token"
+    token_file.parent.mkdir()
+    write_private(token_file, "admin-token\n")
+    # As runlocal records it, and an admin token in the user's shell as well.
+    services = {"VAULT_TOKEN": "app-token", "VAULT_ADMIN_TOKEN_FILE": str(token_file)}
+    write_private(tmp_path / "services.json", json.dumps(services))
+    for name in SERVICE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("VAULT_ADMIN_TOKEN", "admin-token-from-the-shell")
+    runner = Runner(directory=tmp_path, port=8123)
+    web = runner.web_env()
+    assert "VAULT_ADMIN_TOKEN" not in web
+    web_settings = settings_of(web, monkeypatch)
+    assert web_settings["VAULT_TOKEN"] == "app-token"
+    assert web_settings["VAULT_ADMIN_TOKEN"] == ""
+    assert web_settings["VAULT_ADMIN_TOKEN_FILE"] == ""
+    # Management commands (the demo set-up, a second terminal) can still reach it.
+    command_settings = settings_of(runner.child_env(), monkeypatch)
+    assert command_settings["VAULT_ADMIN_TOKEN"] == "admin-token-from-the-shell"
+    monkeypatch.delenv("VAULT_ADMIN_TOKEN")
+    second_terminal = settings_of({"OPENMATES_DATA_DIR": str(tmp_path)}, monkeypatch)
+    assert second_terminal["VAULT_ADMIN_TOKEN"] == ""
+    assert second_terminal["VAULT_ADMIN_TOKEN_FILE"] == str(token_file)
 
 
 def test_secret_key_is_generated_once_and_private(tmp_path: Path) -> None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import stat
 import time
 import uuid
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from django.conf import settings
 from django.test import override_settings
@@ -89,19 +93,64 @@ def test_ensure_key_is_idempotent(transit_key: str) -> None:
     assert vault.decrypt(transit_key, [ciphertext]) == [b"still here"]
 
 
-def test_app_token_is_refused_key_management(transit_key: str) -> None:
-    with override_settings(VAULT_ADMIN_TOKEN=settings.VAULT_TOKEN):
-        with pytest.raises(vault.VaultError) as deleting:
-            vault.delete_key(transit_key)
-        with pytest.raises(vault.VaultError) as creating:
-            vault.ensure_key(f"user-t{uuid.uuid4().hex[:12]}")
+def _app_request(method: str, path: str, body: dict[str, Any] | None = None) -> int:
+    """The status of a raw transit request made with the app token."""
+    response = httpx.request(
+        method,
+        f"{settings.VAULT_ADDR}/v1/transit/{path}",
+        headers={"X-Vault-Token": settings.VAULT_TOKEN},
+        json=body,
+        timeout=10,
+    )
+    return response.status_code
+
+
+def test_the_web_process_runs_the_key_lifecycle_without_the_admin_token() -> None:
+    name = f"user-t{uuid.uuid4().hex[:12]}"
+    with override_settings(VAULT_ADMIN_TOKEN="", VAULT_ADMIN_TOKEN_FILE=""):
+        vault.ensure_key(name)
+        vault.ensure_key(name)
+        assert vault.key_latest_version(name) == 1
+        (ciphertext,) = vault.encrypt(name, [b"shred me"])
         with pytest.raises(vault.VaultError) as rotating:
-            vault.rotate_key(transit_key)
-    assert deleting.value.reason == "permission_denied"
-    assert creating.value.reason == "permission_denied"
-    assert rotating.value.reason == "permission_denied"
+            vault.rotate_key(name)
+        assert rotating.value.reason == "permission_denied"
+        vault.delete_key(name)
+        with pytest.raises(vault.VaultError) as reading:
+            vault.decrypt(name, [ciphertext])
+    assert reading.value.reason == "not_found"
+
+
+def test_app_token_may_not_weaken_or_reshape_a_key(transit_key: str) -> None:
     (ciphertext,) = vault.encrypt(transit_key, [b"the key survived"])
+    denied: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("POST", f"keys/{transit_key}/rotate", {}),
+        ("POST", f"keys/{transit_key}/config", {"min_decryption_version": 2}),
+        ("POST", f"keys/{transit_key}/config", {"exportable": True}),
+        ("POST", f"keys/{transit_key}/config", {"deletion_allowed": False}),
+        ("POST", f"keys/{transit_key}/trim", {"min_available_version": 1}),
+        ("POST", "keys/user-exportable", {"type": "aes256-gcm96", "exportable": True}),
+        ("POST", "keys/user-rsa", {"type": "rsa-2048"}),
+        ("GET", f"export/encryption-key/{transit_key}", None),
+        ("LIST", "keys", None),
+    ]
+    assert [_app_request(*request) for request in denied] == [403] * len(denied)
     assert vault.decrypt(transit_key, [ciphertext]) == [b"the key survived"]
+    assert vault.key_latest_version(transit_key) == 1
+
+
+def test_the_admin_token_is_read_from_its_file_when_first_needed(
+    transit_key: str, tmp_path: Path
+) -> None:
+    token_file = tmp_path / "admin_token"
+    token_file.write_text(settings.VAULT_ADMIN_TOKEN + "\n")
+    with override_settings(VAULT_ADMIN_TOKEN="", VAULT_ADMIN_TOKEN_FILE=str(token_file)):
+        assert vault.rotate_key(transit_key) == 2
+        token_file.unlink()
+        with pytest.raises(vault.VaultError) as missing:
+            vault.rotate_key(transit_key)
+    assert missing.value.reason == "permission_denied"
+    assert "VAULT_ADMIN_TOKEN_FILE" in str(missing.value)
 
 
 def test_app_token_cannot_create_a_key_by_encrypting() -> None:
@@ -311,3 +360,55 @@ def test_hmac_batch_is_deterministic_and_one_vault_call(transit_key: str) -> Non
     assert [len(m) for m in first] == [32, 32]
     assert first[0] != first[1]
     assert vault.hmac(transit_key, [b"alpha"], key_version=1) == [first[0]]
+
+
+# The app policy of OpenMates versions whose app token could not create or delete keys.
+OLDER_APP_POLICY = """
+path "{mount}/encrypt/*" {{ capabilities = ["update"] }}
+path "{mount}/decrypt/*" {{ capabilities = ["update"] }}
+path "{mount}/datakey/*" {{ capabilities = ["update"] }}
+path "{mount}/rewrap/*" {{ capabilities = ["update"] }}
+path "{mount}/hmac/*" {{ capabilities = ["update"] }}
+path "auth/token/lookup-self" {{ capabilities = ["read"] }}
+path "auth/token/renew-self" {{ capabilities = ["update"] }}
+path "auth/token/revoke-self" {{ capabilities = ["update"] }}
+"""
+
+
+def test_a_raft_server_set_up_by_an_older_version_gets_the_current_policies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = EmbeddedOpenBao(tmp_path / "openbao", mode="raft")
+    server.start()
+    try:
+        with monkeypatch.context() as older:
+            older.setattr(vault, "_app_policy", lambda mount: OLDER_APP_POLICY.format(mount=mount))
+            first = server.configure()
+        server.policies_file.unlink()  # older versions kept no record of their policies
+        name = f"user-t{uuid.uuid4().hex[:12]}"
+        web = override_settings(
+            VAULT_ADDR=first["VAULT_ADDR"],
+            VAULT_TOKEN=first["VAULT_TOKEN"],
+            VAULT_ADMIN_TOKEN="",
+            VAULT_ADMIN_TOKEN_FILE="",
+        )
+        with web, pytest.raises(vault.VaultError) as refused:
+            vault.ensure_key(name)
+        assert refused.value.reason == "permission_denied"
+
+        assert server.configure() == first  # the same tokens, now with the current policy
+        with web:
+            vault.ensure_key(name)
+            assert vault.key_latest_version(name) == 1
+        assert server.policies_file.read_text() == vault.policies_digest()
+        # Nothing root-capable is left: no root token on disk, root generation closed.
+        assert json.loads(server.init_file.read_text()).keys() == {"unseal_key"}
+        assert "generate_root_endpoints = true" in (server.directory / "openbao.hcl").read_text()
+        with pytest.raises(vault.VaultError):
+            vault.server_generate_root(
+                server.addr, json.loads(server.init_file.read_text())["unseal_key"]
+            )
+        assert server.admin_token_file.read_text() == first["VAULT_ADMIN_TOKEN"]
+        assert stat.S_IMODE(server.admin_token_file.stat().st_mode) == 0o600
+    finally:
+        server.destroy()
