@@ -34,8 +34,8 @@ from chats.models import Chat
 from chats.sync import chat_metadata, message_metadata, with_server_copies
 from instances.selectors import instance_get_for_user
 from openmates import ids, vault
+from openmates.ids import MAX_MESSAGE_CIPHERTEXT_CHARS
 from openmates.rest import JsonOnlyApi
-from pipeline.protocol import MAX_MESSAGE_CIPHERTEXT_CHARS
 
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 # Metadata fields and wrapped keys; message and embed content may be as long as the

@@ -17,6 +17,20 @@ ENVELOPE_VERSION = 0x01
 MIN_ENVELOPE_BYTES = 1 + 8 + 12 + 16
 
 
+# The longest reply the server produces, and so the longest plaintext a client stores or
+# sends back as history (WebSocket and REST alike).
+MAX_REPLY_BYTES = 512 * 1024
+
+
+def ciphertext_chars(plaintext_bytes: int) -> int:
+    """Length in characters of the base64 docs/crypto.md §3 envelope of ``plaintext_bytes``."""
+    return 4 * -(-(plaintext_bytes + MIN_ENVELOPE_BYTES) // 3)
+
+
+# The longest ``encrypted_content`` a client stores (a message of MAX_REPLY_BYTES).
+MAX_MESSAGE_CIPHERTEXT_CHARS = ciphertext_chars(MAX_REPLY_BYTES)
+
+
 def is_uuid7(value: object) -> bool:
     """Whether ``value`` is a lowercase UUIDv7 string (``xxxxxxxx-xxxx-7xxx-[89ab]xxx-...``)."""
     return isinstance(value, str) and UUID7_RE.match(value) is not None

@@ -38,7 +38,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from openmates.ids import envelope_problem, is_uuid7
+from openmates.ids import (
+    MAX_MESSAGE_CIPHERTEXT_CHARS,
+    MAX_REPLY_BYTES,
+    envelope_problem,
+    is_uuid7,
+)
+from openmates.ids import ciphertext_chars as ciphertext_chars  # one of the size limits
 
 # The size limits, all in one place; the others are derived from these.
 MAX_FRAME_BYTES = 256 * 1024
@@ -46,21 +52,9 @@ MAX_BULK_FRAME_BYTES = 4 * 1024 * 1024
 BULK_FRAME_TYPES = frozenset({"chat.history", "message.store"})
 # A user's message (what message.send carries).
 MAX_CONTENT_BYTES = 64 * 1024
-# The longest reply the server produces (``max_reply_bytes``), and so the longest
-# plaintext a client stores or sends back as history.
-MAX_REPLY_BYTES = 512 * 1024
-# docs/crypto.md §3 envelope around the plaintext: version byte, 8-byte key id, 12-byte iv,
-# 16-byte GCM tag.
-ENVELOPE_OVERHEAD_BYTES = 1 + 8 + 12 + 16
-
-
-def ciphertext_chars(plaintext_bytes: int) -> int:
-    """Length in characters of the base64 docs/crypto.md §3 envelope of ``plaintext_bytes``."""
-    return 4 * -(-(plaintext_bytes + ENVELOPE_OVERHEAD_BYTES) // 3)
-
-
-# The longest ``encrypted_content`` a client stores (a message of MAX_REPLY_BYTES).
-MAX_MESSAGE_CIPHERTEXT_CHARS = ciphertext_chars(MAX_REPLY_BYTES)
+# The longest reply the server produces (MAX_REPLY_BYTES, ``max_reply_bytes``) and the
+# envelope of one that long (MAX_MESSAGE_CIPHERTEXT_CHARS) come from openmates.ids, since
+# the REST API takes the same.
 # The stored envelope and its frame's other fields fit in one bulk frame.
 assert MAX_MESSAGE_CIPHERTEXT_CHARS + MAX_FRAME_BYTES <= MAX_BULK_FRAME_BYTES
 
