@@ -200,28 +200,43 @@ async def _seal_message(user_id: int | str, chat_id: str, message: dict[str, Any
     )
 
 
-async def ai_history_load(
-    *, user_id: int | str, chat_id: str, expected_done_count: int
-) -> HistoryResult:
-    """Load a chat's history from the AI cache for a turn (one Redis round trip).
+@dataclass(frozen=True)
+class CachedHistory:
+    """A chat's AI cache as read, before it is checked against PostgreSQL.
 
-    ``expected_done_count`` is the number of ``done`` messages PostgreSQL holds for the
-    chat; a cache holding fewer distinct messages is ``incomplete``. A chat with no done
-    message and nothing cached is new: an empty history, not a miss. A repeated
-    message id keeps its last cached version at its first position. Reading a non-empty
-    cache marks the chat active (LRU), in the same script; when it then proves
-    incomplete or undecryptable the turn asks the client and stores what it sends, which
-    marks the chat active all the same.
+    ``messages``: the distinct cached messages, oldest first (empty when nothing is
+    cached), or ``None`` when an entry did not decrypt.
+    """
+
+    messages: list[dict[str, Any]] | None
+
+    def complete_for(self, expected_done_count: int) -> HistoryResult:
+        """The history a turn may use, given how many ``done`` messages the chat has."""
+        if self.messages is None:
+            return HistoryResult(messages=None, reason="decryption_failed")
+        if not self.messages:
+            if expected_done_count <= 0:
+                return HistoryResult(messages=[])
+            return HistoryResult(messages=None, reason="cache_miss")
+        if len(self.messages) < expected_done_count:
+            return HistoryResult(messages=None, reason="incomplete")
+        return HistoryResult(messages=list(self.messages))
+
+
+async def ai_history_read(*, user_id: int | str, chat_id: str) -> CachedHistory:
+    """Read a chat's AI cache (one Redis round trip); check it with ``complete_for``.
+
+    A repeated message id keeps its last cached version at its first position. Reading
+    a non-empty cache marks the chat active (LRU), in the same script; when it then
+    proves incomplete or undecryptable the turn asks the client and stores what it
+    sends, which marks the chat active all the same. A turn reads it while it counts
+    the chat's done messages in PostgreSQL.
 
     Raises:
         openmates.vault.VaultError: Vault is unreachable on a cold data key.
         redis.exceptions.RedisError: Redis is unreachable.
     """
     entries: list[Any] = await aredis_client().eval(_LOAD_LUA, 2, *_touch_args(user_id, chat_id))
-    if not entries:
-        if expected_done_count <= 0:
-            return HistoryResult(messages=[])
-        return HistoryResult(messages=None, reason="cache_miss")
     by_id: dict[str, dict[str, Any]] = {}
     key_name = vault.user_key_name(user_id)
     for sealed in entries:
@@ -234,12 +249,24 @@ async def ai_history_load(
                 sealed=sealed,
             )
         except crypto.DecryptionError:
-            return HistoryResult(messages=None, reason="decryption_failed")
+            return CachedHistory(messages=None)
         message = json.loads(plaintext)
         by_id[str(message["message_id"])] = message
-    if len(by_id) < expected_done_count:
-        return HistoryResult(messages=None, reason="incomplete")
-    return HistoryResult(messages=list(by_id.values()))
+    return CachedHistory(messages=list(by_id.values()))
+
+
+async def ai_history_load(
+    *, user_id: int | str, chat_id: str, expected_done_count: int
+) -> HistoryResult:
+    """Load a chat's history from the AI cache for a turn (one Redis round trip).
+
+    ``expected_done_count`` is the number of ``done`` messages PostgreSQL holds for the
+    chat; a cache holding fewer distinct messages is ``incomplete``. A chat with no done
+    message and nothing cached is new: an empty history, not a miss. See
+    :func:`ai_history_read` for the LRU mark and the errors raised.
+    """
+    cached = await ai_history_read(user_id=user_id, chat_id=chat_id)
+    return cached.complete_for(expected_done_count)
 
 
 async def _history_write(

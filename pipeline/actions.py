@@ -29,6 +29,7 @@ from openmates.crypto import DecryptionError
 from pipeline import events as ev
 from pipeline import protocol as p
 from pipeline import state
+from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.protocol import ErrorCode, FrameError
 from pipeline.runtime import TurnControl, TurnRegistry
@@ -130,7 +131,7 @@ def _accept(
     Returns ``(instance, role, started)``; ``started`` is False for a repeated
     ``message.send`` of an id already accepted.
     """
-    instance = Instance.objects.get(pk=chat.instance_id)
+    instance = chat.instance  # loaded with the chat (chats.selectors)
     role = instance_role_for_user(instance=instance, user=user) or "member"
     if retry:
         message = Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).first()
@@ -206,7 +207,8 @@ async def _turn_start(
                 message_id=message_id,
             )
     assistant_message_id = new_id()
-    instance, role, started = await sync_to_async(_accept)(
+    instance, role, started = await db_call(
+        _accept,
         chat=chat,
         user=socket.user,
         message_id=message_id,

@@ -432,10 +432,11 @@ async def _load_history(
 ) -> AsyncIterator[ev.ServerEvent]:
     """Fill ``progress.history``; on a miss ask the client and wait for ``chat.history``."""
     chat = request.chat
-    expected = await db_call(chat_selectors.chat_done_message_count, chat_id=chat.pk)
-    loaded = await chat_cache.ai_history_load(
-        user_id=request.user_id, chat_id=chat.pk, expected_done_count=expected
+    expected, cached = await asyncio.gather(
+        db_call(chat_selectors.chat_done_message_count, chat_id=chat.pk),
+        chat_cache.ai_history_read(user_id=request.user_id, chat_id=chat.pk),
     )
+    loaded = cached.complete_for(expected)
     # The client's history counts when the server holds none: a miss, or a chat it has
     # never answered (an imported one has no done messages, so its empty cache is no miss).
     if not loaded.messages and request.client_history:
