@@ -1,34 +1,16 @@
-// The chat app: wires the key screens, the socket, the IndexedDB store, the chat list
-// and the conversation view. Plaintext lives only in this page's memory; what is
-// stored (server and IndexedDB) is docs/crypto.md §3 ciphertext under per-chat keys.
-import { keyring } from "../crypto.js";
+// The chat app: wires the key screens, the socket, the stored chats and messages
+// (storage.js), the chat list and the conversation view (screen.js); the state they
+// share is state.js.
 import { $, api, HttpError } from "./dom.js";
 import { uuidv7 } from "./ids.js";
 import { openStore } from "./store.js";
-import { ChatSocket, chatSocketUrl, historyWithinLimit } from "./ws.js";
+import { ChatSocket, chatSocketUrl } from "./ws.js";
 import { ChatList } from "./chatlist.js";
 import { ConversationView } from "./conversation.js";
 import { setupKeyScreens, showScreen } from "./keys.js";
-
-const config = JSON.parse($("app-config").textContent);
-const userId = String(config.userId);
-const REQUEST_TIMEOUT_MS = 20000;
-
-const state = {
-  store: null,
-  socket: null,
-  chats: new Map(), // chat_id -> record (+ title, icon decrypted)
-  currentChatId: null,
-  instance: config.instances.length ? config.instances[0].slug : null,
-  turns: new Map(), // task_id -> {chatId, userMessageId, assistantMessageId, content, model, language}
-  pendingUser: new Map(), // user message_id -> {chatId, content}
-  storedUser: new Set(),
-  languages: new Map(), // assistant message_id -> language
-  lastAssistant: new Map(), // chat_id -> the latest finished assistant message_id
-  embedChats: new Map(), // embed_id -> {chatId, messageId} (from skill.status)
-};
-
-// --- views ------------------------------------------------------------------------------
+import { READ_ONLY_HINT, Screen } from "./screen.js";
+import { activeTurnOf, clearState, config, isReadOnly, state, turnFor, userId } from "./state.js";
+import { ChatStorage } from "./storage.js";
 
 const view = new ConversationView({
   scroller: $("messages"),
@@ -48,305 +30,87 @@ const chatList = new ChatList({
   container: $("chat-list"),
   spacer: $("chat-list-spacer"),
   onOpen: (chatId) => openChat(chatId),
-  onRename: (chatId, title) => updateChatMeta(chatId, { title }),
-  onPin: (chatId, pinned) => updateChatMeta(chatId, { pinned }),
+  onRename: (chatId, title) => storage.updateChatMeta(chatId, { title }),
+  onPin: (chatId, pinned) => storage.updateChatMeta(chatId, { pinned }),
   onDelete: (chatId) => deleteChat(chatId),
 });
 
-function status(text) {
-  $("composer-status").textContent = text || "";
-}
+const screen = new Screen({ view, chatList });
+const storage = new ChatStorage(screen);
 
-function refreshList() {
-  chatList.setChats([...state.chats.values()]);
-}
+// --- actions ----------------------------------------------------------------------------
 
-// Pre-processing names an icon with one lowercase word; show a matching symbol.
-const ICONS = {
-  chat: "💬", code: "💻", sparkles: "✨", book: "📖", globe: "🌍", music: "🎵", heart: "❤️",
-  calculator: "🧮", math: "🧮", calendar: "📅", clock: "🕒", weather: "🌤️", cloud: "☁️",
-  travel: "✈️", plane: "✈️", food: "🍽️", money: "💰", finance: "💰", health: "🩺",
-  science: "🔬", idea: "💡", lightbulb: "💡", search: "🔎", question: "❓", star: "⭐",
-  work: "💼", briefcase: "💼", school: "🎓", education: "🎓", art: "🎨", sport: "⚽",
-  game: "🎮", home: "🏠", car: "🚗", phone: "📱", mail: "✉️", shopping: "🛒",
-};
-
-function iconSymbol(name) {
-  if (!name) return "";
-  return ICONS[String(name).toLowerCase().trim()] || "💬";
-}
-
-function setHeader() {
-  const chat = state.currentChatId ? state.chats.get(state.currentChatId) : null;
-  $("chat-title").textContent = chat && chat.title ? chat.title : "New chat";
-  $("chat-icon").textContent = chat ? iconSymbol(chat.icon) : "";
-  $("chat-icon").title = chat && chat.icon ? chat.icon : "";
-  document.title = chat && chat.title ? `${chat.title} · OpenMates` : "OpenMates";
-  const picker = $("instance-picker");
-  picker.disabled = Boolean(chat);
-  if (chat) picker.value = chat.instance;
-}
-
-function activeTurnOf(chatId) {
-  for (const [taskId, turn] of state.turns) if (turn.chatId === chatId) return [taskId, turn];
-  return [null, null];
-}
-
-function syncStopButton() {
-  const [taskId] = activeTurnOf(state.currentChatId);
-  $("stop").hidden = !taskId;
-  $("send").hidden = Boolean(taskId);
-}
-
-// --- crypto helpers ---------------------------------------------------------------------
-
-async function ensureChatKey(record) {
-  if (!keyring.hasChatKey(record.chat_id)) {
-    await keyring.loadChatKey(record.chat_id, record.encrypted_chat_key);
-  }
-}
-
-async function decryptMeta(record, field) {
-  const ciphertext = record[`encrypted_${field}`];
-  if (!ciphertext) return null;
-  try {
-    return await keyring.decryptField({
-      chatId: record.chat_id, objectId: record.chat_id, field, role: "-",
-      version: record.meta_version || 1, ciphertext,
-    });
-  } catch (error) {
-    return null;
-  }
-}
-
-async function decryptMessage(record) {
-  if (!record.encrypted_content) return null;
-  return keyring.decryptField({
-    chatId: record.chat_id, objectId: record.message_id, field: "content",
-    role: record.role, version: record.version, ciphertext: record.encrypted_content,
-  });
-}
-
-// --- chats ------------------------------------------------------------------------------
-
-async function ingestChat(incoming) {
-  return showChat(await state.store.putChat(incoming));
-}
-
-// Decrypts a stored chat record's metadata into the in-memory list.
-async function showChat(record) {
-  const shown = { ...record };
-  try {
-    await ensureChatKey(record);
-    for (const field of META_FIELDS) shown[field] = (await decryptMeta(record, field)) || null;
-  } catch (error) {
-    shown.title = "(cannot decrypt)";
-  }
-  state.chats.set(record.chat_id, shown);
-  return shown;
-}
-
-async function ingestMessages(chatId, messages) {
-  for (const message of messages || []) {
-    if (message.needs_store && typeof message.content === "string") {
-      await storeMessage(chatId, message.message_id, message.role, message.content, message.version || 0, message);
-      continue;
-    }
-    await state.store.putMessage({
-      message_id: message.message_id, chat_id: chatId, role: message.role,
-      status: message.status, version: message.version,
-      encrypted_content: message.encrypted_content, model: message.model || "",
-      created_at: message.created_at,
-    });
-  }
-  if (chatId === state.currentChatId) await renderStoredMessages(chatId);
-}
-
-async function fetchChat(chatId) {
-  try {
-    const record = await api("GET", `/api/chats/${chatId}/`);
-    await ingestChat(record);
-    const messages = await api("GET", `/api/chats/${chatId}/messages/?since=0`);
-    await ingestMessages(chatId, messages.messages || messages.results || messages);
-    refreshList();
-    if (chatId === state.currentChatId) setHeader();
-  } catch (error) {
-    if (error instanceof HttpError && error.status === 404) forgetChat(chatId);
-  }
-}
-
-async function forgetChat(chatId) {
-  state.chats.delete(chatId);
-  await state.store.deleteChat(chatId);
-  if (state.currentChatId === chatId) newChat();
-  refreshList();
-}
-
-async function renderStoredMessages(chatId) {
-  const rows = await state.store.messages(chatId);
-  for (const row of rows) {
-    if (chatId !== state.currentChatId) return;
-    let content = null;
-    try {
-      content = await decryptMessage(row);
-    } catch (error) {
-      content = "(this message cannot be decrypted)";
-    }
-    const turnActive = [...state.turns.values()].some((t) => t.assistantMessageId === row.message_id);
-    if (content === null && !turnActive && row.role === "assistant" && row.status !== "done") {
-      view.upsert({ message_id: row.message_id, role: row.role, content: "", status: row.status, model: row.model });
-      continue;
-    }
-    if (content === null) continue;
-    if (turnActive) continue;
-    view.upsert({
-      message_id: row.message_id, role: row.role, content, status: row.status,
-      model: row.model, language: state.languages.get(row.message_id),
-    });
-  }
-}
-
+// Shows a chat: its stored messages (read over REST first when some are missing here)
+// and the reply of a turn still running in it.
 async function openChat(chatId) {
   state.currentChatId = chatId;
   $("app").dataset.sidebar = "closed";
   $("menu-toggle").setAttribute("aria-expanded", "false");
   view.clear();
   chatList.setActive(chatId);
-  setHeader();
+  screen.setHeader();
   const record = state.chats.get(chatId);
   const stored = await state.store.messages(chatId);
   if (record && record.message_count > stored.filter((m) => m.encrypted_content).length) {
-    await fetchChat(chatId);
+    await storage.fetchChat(chatId);
   }
-  await renderStoredMessages(chatId);
+  await screen.renderStoredMessages(chatId);
   for (const turn of state.turns.values()) {
     if (turn.chatId === chatId) {
       view.upsert({ message_id: turn.assistantMessageId, role: "assistant", content: turn.content, status: "streaming" });
     }
   }
-  syncStopButton();
+  screen.syncStopButton();
   view.scrollToEnd(true);
   $("composer-input").focus();
 }
 
-function newChat() {
-  state.currentChatId = null;
-  view.clear();
-  chatList.setActive(null);
-  setHeader();
-  syncStopButton();
-  status("");
-  $("composer-input").focus();
-}
-
-function withTimeout(promise) {
-  return Promise.race([promise, new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), REQUEST_TIMEOUT_MS))]);
-}
-
-async function createChat() {
-  const chatId = uuidv7();
-  const encryptedChatKey = await keyring.createChatKey(chatId);
-  const created = await withTimeout(state.socket.request({
-    type: "chat.create", chat_id: chatId, instance: state.instance, encrypted_chat_key: encryptedChatKey,
-  }, ["chat.created"]));
-  const now = new Date().toISOString();
-  await ingestChat({
-    chat_id: chatId, instance: state.instance, version: created.version || 1, meta_version: 1,
-    encrypted_chat_key: encryptedChatKey, pinned: false, message_count: 0,
-    created_at: now, updated_at: now,
-  });
-  state.currentChatId = chatId;
-  chatList.setActive(chatId);
-  refreshList();
-  setHeader();
-  return chatId;
-}
-
-const META_FIELDS = ["title", "summary", "tags", "icon"];
-const metaQueues = new Map(); // chat_id -> the promise of its last metadata update
-
-// changes: {title?, icon?, summary?, tags?, pinned?}. Updates of one chat run one after
-// another. Every metadata field shares the chat's meta_version in its associated data,
-// so each update re-encrypts all present fields at the new version.
-function updateChatMeta(chatId, changes) {
-  const previous = metaQueues.get(chatId) || Promise.resolve();
-  const next = previous.catch(() => {}).then(() => applyChatMeta(chatId, changes));
-  metaQueues.set(chatId, next);
-  return next;
-}
-
-async function applyChatMeta(chatId, changes) {
-  const chat = state.chats.get(chatId);
-  if (!chat) return;
-  const base = Math.max(chat.version || 1, chat.meta_version || 1);
-  const frame = { type: "chat.update", chat_id: chatId, version: base };
-  const local = {};
-  const metaChanged = META_FIELDS.some((field) => changes[field] !== undefined);
-  if (metaChanged) {
-    for (const field of META_FIELDS) {
-      const value = changes[field] !== undefined ? changes[field] : chat[field];
-      if (value === undefined || value === null) continue;
-      const ciphertext = await keyring.encryptField({
-        chatId, objectId: chatId, field, role: "-", version: base + 1, plaintext: value,
-      });
-      frame[`encrypted_${field}`] = ciphertext;
-      local[`encrypted_${field}`] = ciphertext;
-    }
-  }
-  if (changes.pinned !== undefined) frame.pinned = changes.pinned;
+// Sends a message in the open chat, creating the chat first on a new one.
+async function send(text) {
+  const content = text.trim();
+  if (!content || !state.socket) return;
+  if (!state.instance) { screen.status("You are not a member of any assistant yet."); return; }
+  if (isReadOnly(state.chats.get(state.currentChatId))) { screen.status(READ_ONLY_HINT); return; }
+  view.clearFollowUps();
+  let chatId = state.currentChatId;
   try {
-    const answer = await withTimeout(state.socket.request(frame, ["chat.updated"]));
-    const record = await state.store.patchChat(chatId, {
-      ...local,
-      ...(changes.pinned !== undefined ? { pinned: changes.pinned } : {}),
-      version: answer.version,
-      ...(metaChanged ? { meta_version: base + 1 } : {}),
-      updated_at: new Date().toISOString(),
-    });
-    if (record) await ingestChat(record);
-    refreshList();
-    if (chatId === state.currentChatId) setHeader();
+    if (!chatId) {
+      chatId = await storage.createChat(state.instance);
+      screen.showCreated(chatId);
+    }
   } catch (error) {
-    if (error.code === "conflict") await fetchChat(chatId);
-    else status(`Could not update the chat: ${error.message}`);
+    screen.status(`Could not start the chat: ${error.message}`);
+    return;
+  }
+  const messageId = uuidv7();
+  state.pendingUser.set(messageId, { chatId, content });
+  view.upsert({ message_id: messageId, role: "user", content });
+  view.scrollToEnd(true);
+  state.socket.send({ type: "message.send", chat_id: chatId, message_id: messageId, content });
+  screen.status("Sending…");
+}
+
+function retry(userMessageId) {
+  const chatId = state.currentChatId;
+  if (!chatId) return;
+  state.socket.send({ type: "message.retry", chat_id: chatId, message_id: userMessageId });
+  screen.status("Retrying…");
+}
+
+function stop() {
+  const [taskId] = activeTurnOf(state.currentChatId);
+  if (taskId) {
+    state.socket.send({ type: "task.cancel", task_id: taskId });
+    screen.status("Stopping…");
   }
 }
 
 async function deleteChat(chatId) {
-  const chat = state.chats.get(chatId);
-  const dialog = $("confirm-dialog");
-  $("confirm-text").textContent = `Delete “${chat && chat.title ? chat.title : "this chat"}” and all its messages? This cannot be undone.`;
-  dialog.returnValue = "";
-  dialog.showModal();
-  const answer = await new Promise((resolve) => dialog.addEventListener("close", () => resolve(dialog.returnValue), { once: true }));
-  if (answer !== "confirm") return;
-  try {
-    await withTimeout(state.socket.request({ type: "chat.delete", chat_id: chatId }, ["chat.deleted"]));
-  } catch (error) {
-    if (error.code !== "not_found") { status(`Could not delete the chat: ${error.message}`); return; }
-  }
-  await forgetChat(chatId);
+  if (!(await screen.confirmDelete(state.chats.get(chatId)))) return;
+  await storage.deleteChat(chatId);
 }
 
-// --- messages ---------------------------------------------------------------------------
-
-async function storeMessage(chatId, messageId, role, content, baseVersion = 0, meta = {}) {
-  const chat = state.chats.get(chatId);
-  if (!chat) return;
-  await ensureChatKey(chat);
-  const encrypted = await keyring.encryptField({
-    chatId, objectId: messageId, field: "content", role, version: baseVersion + 1, plaintext: content,
-  });
-  await state.store.putMessage({
-    message_id: messageId, chat_id: chatId, role, status: meta.status || "done",
-    version: baseVersion + 1, encrypted_content: encrypted, model: meta.model || "",
-    created_at: meta.created_at || new Date().toISOString(),
-  });
-  state.socket.send({
-    type: "message.store", chat_id: chatId, message_id: messageId,
-    encrypted_content: encrypted, version: baseVersion,
-  });
-}
+// --- socket events ----------------------------------------------------------------------
 
 // What a tool card shows of an embed: the tool's result (or error), not its envelope.
 function embedDisplay(content) {
@@ -361,85 +125,6 @@ function embedDisplay(content) {
     // Not JSON: show it as it is.
   }
   return content;
-}
-
-// Embeds are stored like messages: client ciphertext (field "embed", the embed's own key).
-async function storeEmbed(chatId, embedId, content) {
-  const chat = state.chats.get(chatId);
-  if (!chat) return;
-  await ensureChatKey(chat);
-  const encrypted = await keyring.encryptField({
-    chatId, objectId: embedId, field: "embed", role: "-", version: 1, plaintext: content,
-  });
-  try {
-    await api("PUT", `/api/chats/${chatId}/embeds/${embedId}/`, { encrypted_content: encrypted, version: 0 });
-  } catch (error) {
-    if (!(error instanceof HttpError && error.status === 409)) throw error;
-  }
-}
-
-async function send(text) {
-  const content = text.trim();
-  if (!content || !state.socket) return;
-  if (!state.instance) { status("You are not a member of any assistant yet."); return; }
-  view.clearFollowUps();
-  let chatId = state.currentChatId;
-  try {
-    if (!chatId) chatId = await createChat();
-  } catch (error) {
-    status(`Could not start the chat: ${error.message}`);
-    return;
-  }
-  const messageId = uuidv7();
-  state.pendingUser.set(messageId, { chatId, content });
-  view.upsert({ message_id: messageId, role: "user", content });
-  view.scrollToEnd(true);
-  state.socket.send({ type: "message.send", chat_id: chatId, message_id: messageId, content });
-  status("Sending…");
-}
-
-function retry(userMessageId) {
-  const chatId = state.currentChatId;
-  if (!chatId) return;
-  state.socket.send({ type: "message.retry", chat_id: chatId, message_id: userMessageId });
-  status("Retrying…");
-}
-
-function stop() {
-  const [taskId] = activeTurnOf(state.currentChatId);
-  if (taskId) {
-    state.socket.send({ type: "task.cancel", task_id: taskId });
-    status("Stopping…");
-  }
-}
-
-async function storeUserMessage(messageId) {
-  const pending = state.pendingUser.get(messageId);
-  if (!pending || state.storedUser.has(messageId)) return;
-  state.storedUser.add(messageId);
-  await storeMessage(pending.chatId, messageId, "user", pending.content, 0, { status: "done" });
-}
-
-// --- socket events ----------------------------------------------------------------------
-
-function turnFor(frame) {
-  let turn = state.turns.get(frame.task_id);
-  if (!turn) {
-    turn = {
-      chatId: frame.chat_id, userMessageId: frame.message_id_user || null,
-      assistantMessageId: frame.assistant_message_id || frame.message_id, content: "", model: "", language: "",
-    };
-    state.turns.set(frame.task_id, turn);
-  }
-  return turn;
-}
-
-function showTurn(turn, statusName = "streaming") {
-  if (turn.chatId !== state.currentChatId) return;
-  view.upsert({
-    message_id: turn.assistantMessageId, role: "assistant", content: turn.content,
-    status: statusName, model: turn.model, language: turn.language,
-  });
 }
 
 const handlers = {
@@ -468,67 +153,67 @@ const handlers = {
   "sync.phase": async (frame) => {
     for (const chat of frame.chats || []) {
       const { messages, ...meta } = chat;
-      await ingestChat(meta);
-      if (messages) await ingestMessages(chat.chat_id, messages);
+      await storage.ingestChat(meta);
+      if (messages) await storage.ingestMessages(chat.chat_id, messages);
     }
-    refreshList();
+    screen.refreshList();
   },
   "sync.done": async (frame) => {
     $("sync-status").textContent = "";
-    await loadRemainingChats(frame.total_chats);
+    await storage.loadRemainingChats(frame.total_chats);
   },
   // Another tab's new chat. Not this tab's own: fetching it here would race the first
   // turn's frames and render its messages with the server's (still pending) state.
   "chat.created": (frame) => {
-    if (!frame.answersOwnRequest && !state.chats.has(frame.chat_id)) fetchChat(frame.chat_id);
+    if (!frame.answersOwnRequest && !state.chats.has(frame.chat_id)) storage.fetchChat(frame.chat_id);
   },
   "chat.updated": (frame) => {
     const chat = state.chats.get(frame.chat_id);
-    if (!chat || (frame.version || 0) > (chat.version || 0)) setTimeout(() => fetchChat(frame.chat_id), 50);
+    if (!chat || (frame.version || 0) > (chat.version || 0)) setTimeout(() => storage.fetchChat(frame.chat_id), 50);
   },
-  "chat.deleted": (frame) => forgetChat(frame.chat_id),
+  "chat.deleted": (frame) => storage.forgetChat(frame.chat_id),
   "message.accepted": async (frame) => {
     const turn = turnFor(frame);
     turn.userMessageId = frame.message_id;
     turn.assistantMessageId = frame.assistant_message_id;
-    status("");
-    showTurn(turn);
-    syncStopButton();
-    await storeUserMessage(frame.message_id);
+    screen.status("");
+    screen.showTurn(turn);
+    screen.syncStopButton();
+    await storage.storeUserMessage(frame.message_id);
   },
   "task.queued": async (frame) => {
-    status(`Queued: your message will be answered after the current reply (position ${frame.position}).`);
-    await storeUserMessage(frame.message_id);
+    screen.status(`Queued: your message will be answered after the current reply (position ${frame.position}).`);
+    await storage.storeUserMessage(frame.message_id);
   },
   "task.active": (frame) => {
     for (const task of frame.tasks || []) {
       const turn = turnFor({ ...task, message_id: task.assistant_message_id });
       turn.userMessageId = task.message_id;
     }
-    syncStopButton();
+    screen.syncStopButton();
   },
   "preprocess.done": async (frame) => {
     const turn = state.turns.get(frame.task_id);
     if (turn) {
       if (frame.language) { turn.language = frame.language; state.languages.set(turn.assistantMessageId, frame.language); }
       if (frame.model) turn.model = frame.model;
-      showTurn(turn);
+      screen.showTurn(turn);
     }
     const chat = state.chats.get(frame.chat_id);
     if (chat && frame.title && !chat.title) {
-      await updateChatMeta(frame.chat_id, { title: frame.title, ...(frame.icon ? { icon: frame.icon } : {}) });
+      await storage.updateChatMeta(frame.chat_id, { title: frame.title, ...(frame.icon ? { icon: frame.icon } : {}) });
     }
   },
   "stream.delta": (frame) => {
     const turn = turnFor(frame);
     turn.content += frame.delta;
-    showTurn(turn);
+    screen.showTurn(turn);
   },
   "stream.snapshot": (frame) => {
     const turn = turnFor(frame);
     turn.content = frame.content;
-    showTurn(turn);
-    syncStopButton();
+    screen.showTurn(turn);
+    screen.syncStopButton();
   },
   "skill.status": (frame) => {
     const turn = state.turns.get(frame.task_id);
@@ -543,7 +228,7 @@ const handlers = {
       view.toolCard(owner.messageId, { ...frame, content: embedDisplay(frame.content) });
     }
     if (typeof frame.content === "string" && frame.status !== "processing") {
-      await storeEmbed(owner.chatId, frame.embed_id, frame.content);
+      await storage.storeEmbed(owner.chatId, frame.embed_id, frame.content);
     }
   },
   "stream.done": async (frame) => {
@@ -555,16 +240,16 @@ const handlers = {
     const content = frame.content_omitted ? (frame.deltasComplete ? turn.content : null) : frame.content;
     if (content !== null) turn.content = content;
     turn.model = frame.model || turn.model;
-    showTurn(turn, frame.status);
-    syncStopButton();
-    status(frame.status === "done" ? "" : `The reply ended: ${frame.status}.`);
+    screen.showTurn(turn, frame.status);
+    screen.syncStopButton();
+    screen.status(frame.status === "done" ? "" : `The reply ended: ${frame.status}.`);
     if (frame.status !== "done" && turn.chatId === state.currentChatId && turn.userMessageId) {
       view.showRetry(turn.assistantMessageId, turn.userMessageId);
     }
     if (content) {
-      await storeMessage(turn.chatId, frame.message_id, "assistant", content, 0, { status: frame.status, model: frame.model });
+      await storage.storeMessage(turn.chatId, frame.message_id, "assistant", content, 0, { status: frame.status, model: frame.model });
     } else if (content === null) {
-      await fetchChat(turn.chatId);
+      await storage.fetchChat(turn.chatId);
     }
   },
   "postprocess.done": async (frame) => {
@@ -577,7 +262,7 @@ const handlers = {
     const changes = {};
     if (frame.title && chat && frame.title !== chat.title) changes.title = frame.title;
     if (frame.summary) changes.summary = frame.summary;
-    if (chat && Object.keys(changes).length) await updateChatMeta(frame.chat_id, changes);
+    if (chat && Object.keys(changes).length) await storage.updateChatMeta(frame.chat_id, changes);
   },
   "message.stored": async (frame) => {
     const rows = await state.store.messages(frame.chat_id);
@@ -585,22 +270,13 @@ const handlers = {
     if (known && known.encrypted_content) {
       await state.store.putMessage({ ...known, version: frame.version });
     } else {
-      await fetchChat(frame.chat_id);
+      await storage.fetchChat(frame.chat_id);
     }
   },
-  "task.cancelled": () => { status("Stopped."); },
+  "task.cancelled": () => { screen.status("Stopped."); },
   "request_chat_history": async (frame) => {
-    const rows = await state.store.messages(frame.chat_id);
-    const messages = [];
-    for (const row of rows) {
-      try {
-        const content = await decryptMessage(row);
-        if (content !== null) messages.push({ message_id: row.message_id, role: row.role, content });
-      } catch (error) {
-        // A message this device cannot read is left out; the server asked for what we have.
-      }
-    }
-    state.socket.send({ type: "chat.history", chat_id: frame.chat_id, request_id: frame.request_id, messages: historyWithinLimit(messages) });
+    const messages = await storage.readableHistory(frame.chat_id);
+    state.socket.send({ type: "chat.history", chat_id: frame.chat_id, request_id: frame.request_id, messages });
   },
   "memory.request": (frame) => {
     if (frame.chat_id !== state.currentChatId) {
@@ -610,39 +286,23 @@ const handlers = {
     view.consentPrompt({ chatId: frame.chat_id, requestId: frame.request_id, categories: frame.categories || [] });
   },
   "error": async (frame) => {
+    if (frame.code === "forbidden" && state.chats.has(frame.chat_id)) {
+      state.chats.get(frame.chat_id).readOnly = true;
+      if (frame.chat_id === state.currentChatId) screen.setHeader();
+    }
     if (frame.request_id) return; // answered through the request's promise
     // The canned reply in the user's language is the answer (stream.done status "done").
     if (frame.code === "safety_rejected") return;
     if (frame.code === "conflict" && frame.chat_id) {
-      await fetchChat(frame.chat_id);
+      await storage.fetchChat(frame.chat_id);
       return;
     }
-    status(frame.message || frame.code);
+    screen.status(frame.message || frame.code);
     if (frame.message_id && frame.chat_id === state.currentChatId && state.pendingUser.has(frame.message_id)) {
-      syncStopButton();
+      screen.syncStopButton();
     }
   },
 };
-
-async function loadRemainingChats(total) {
-  if (!total || total <= state.chats.size) return;
-  let url = "/api/chats/?page_size=200";
-  while (url) {
-    let page;
-    try {
-      page = await api("GET", url);
-    } catch (error) {
-      return;
-    }
-    const fresh = (page.results || []).filter((chat) => {
-      const known = state.chats.get(chat.chat_id);
-      return !known || known.version < chat.version;
-    });
-    await Promise.all(fresh.map((chat) => ingestChat(chat)));
-    refreshList();
-    url = page.next ? new URL(page.next, window.location.href).pathname + new URL(page.next, window.location.href).search : null;
-  }
-}
 
 // --- start, lock ------------------------------------------------------------------------
 
@@ -652,29 +312,22 @@ async function startApp() {
   const stored = await state.store.chats();
   // Decrypt in parallel batches: a thousand chats must not wait on each other.
   for (let i = 0; i < stored.length; i += 100) {
-    await Promise.all(stored.slice(i, i + 100).map((record) => showChat(record)));
+    await Promise.all(stored.slice(i, i + 100).map((record) => storage.showChat(record)));
   }
-  refreshList();
+  screen.refreshList();
   const socket = new ChatSocket(chatSocketUrl());
   state.socket = socket;
   for (const [type, handler] of Object.entries(handlers)) {
     socket.addEventListener(type, (event) => {
-      Promise.resolve(handler(event.detail)).catch((error) => status(`Error: ${error.message}`));
+      Promise.resolve(handler(event.detail)).catch((error) => screen.status(`Error: ${error.message}`));
     });
   }
   socket.connect();
-  newChat();
+  screen.newChat();
 }
 
 function lockApp() {
-  if (state.socket) state.socket.close();
-  state.socket = null;
-  if (state.store) state.store.close();
-  state.store = null;
-  state.chats.clear();
-  state.turns.clear();
-  state.pendingUser.clear();
-  state.currentChatId = null;
+  clearState();
   view.clear();
   chatList.setChats([]);
   keyScreens.lock();
@@ -684,7 +337,7 @@ const keyScreens = setupKeyScreens({ userId, onUnlocked: () => startApp() });
 
 // --- controls ---------------------------------------------------------------------------
 
-function setupControls() {
+function setupInstancePicker() {
   const picker = $("instance-picker");
   for (const instance of config.instances) {
     const option = document.createElement("option");
@@ -694,7 +347,10 @@ function setupControls() {
   }
   $("instance-picker-row").hidden = config.instances.length < 2;
   picker.addEventListener("change", () => { state.instance = picker.value; });
+}
 
+// The composer grows with its text; Enter sends, Shift+Enter starts a new line.
+function setupComposer() {
   const input = $("composer-input");
   const grow = () => {
     input.style.height = "auto";
@@ -715,11 +371,16 @@ function setupControls() {
     grow();
     send(text);
   });
+}
+
+function setupControls() {
+  setupInstancePicker();
+  setupComposer();
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !$("app").hidden && !$("confirm-dialog").open) stop();
   });
   $("stop").addEventListener("click", stop);
-  $("new-chat").addEventListener("click", newChat);
+  $("new-chat").addEventListener("click", () => screen.newChat());
   $("lock").addEventListener("click", lockApp);
   $("menu-toggle").addEventListener("click", () => {
     const open = $("app").dataset.sidebar !== "open";

@@ -1,0 +1,266 @@
+// Chats, messages and embeds kept in IndexedDB (state.store) and on the server: written
+// through the socket (chat.create, chat.update, chat.delete, message.store) and REST
+// (embeds), read over REST. Every stored text is docs/crypto.md §3 ciphertext under its
+// chat's key (crypto.js keyring); decrypted metadata goes into state.chats.
+import { keyring } from "../crypto.js";
+import { api, HttpError } from "./dom.js";
+import { uuidv7 } from "./ids.js";
+import { state } from "./state.js";
+import { historyWithinLimit } from "./ws.js";
+
+const REQUEST_TIMEOUT_MS = 20000;
+const META_FIELDS = ["title", "summary", "tags", "icon"];
+
+export async function ensureChatKey(record) {
+  if (!keyring.hasChatKey(record.chat_id)) {
+    await keyring.loadChatKey(record.chat_id, record.encrypted_chat_key);
+  }
+}
+
+// A chat record's metadata field in plaintext, or null when absent or unreadable.
+async function decryptMeta(record, field) {
+  const ciphertext = record[`encrypted_${field}`];
+  if (!ciphertext) return null;
+  try {
+    return await keyring.decryptField({
+      chatId: record.chat_id, objectId: record.chat_id, field, role: "-",
+      version: record.meta_version || 1, ciphertext,
+    });
+  } catch (error) {
+    return null;
+  }
+}
+
+// A stored message's text, null without ciphertext; throws (CryptoError) when unreadable.
+export async function decryptMessage(record) {
+  if (!record.encrypted_content) return null;
+  return keyring.decryptField({
+    chatId: record.chat_id, objectId: record.message_id, field: "content",
+    role: record.role, version: record.version, ciphertext: record.encrypted_content,
+  });
+}
+
+function withTimeout(promise) {
+  return Promise.race([promise, new Promise((_, reject) => setTimeout(() => reject(new Error("timeout")), REQUEST_TIMEOUT_MS))]);
+}
+
+// The metadata ciphertexts of `changes` over the chat's present fields, all at `version`:
+// every field shares the chat's meta_version in its associated data.
+async function encryptMeta(chat, changes, version) {
+  const encrypted = {};
+  for (const field of META_FIELDS) {
+    const value = changes[field] !== undefined ? changes[field] : chat[field];
+    if (value === undefined || value === null) continue;
+    encrypted[`encrypted_${field}`] = await keyring.encryptField({
+      chatId: chat.chat_id, objectId: chat.chat_id, field, role: "-", version, plaintext: value,
+    });
+  }
+  return encrypted;
+}
+
+export class ChatStorage {
+  // screen: a Screen; storage shows what it changed through it (list, header, the open
+  // chat's messages, an error in the status line).
+  constructor(screen) {
+    this.screen = screen;
+    this.metaQueues = new Map(); // chat_id -> the promise of its last metadata update
+  }
+
+  async ingestChat(incoming) {
+    return this.showChat(await state.store.putChat(incoming));
+  }
+
+  // Decrypts a stored chat record's metadata into the in-memory list.
+  async showChat(record) {
+    const shown = { ...record };
+    try {
+      await ensureChatKey(record);
+      for (const field of META_FIELDS) shown[field] = (await decryptMeta(record, field)) || null;
+    } catch (error) {
+      shown.title = "(cannot decrypt)";
+    }
+    state.chats.set(record.chat_id, shown);
+    return shown;
+  }
+
+  // messages: server message records (sync.phase, REST); one marked needs_store carries
+  // the server's plaintext copy, which this tab encrypts and stores.
+  async ingestMessages(chatId, messages) {
+    for (const message of messages || []) {
+      if (message.needs_store && typeof message.content === "string") {
+        await this.storeMessage(chatId, message.message_id, message.role, message.content, message.version || 0, message);
+        continue;
+      }
+      await state.store.putMessage({
+        message_id: message.message_id, chat_id: chatId, role: message.role,
+        status: message.status, version: message.version,
+        encrypted_content: message.encrypted_content, model: message.model || "",
+        created_at: message.created_at,
+      });
+    }
+    if (chatId === state.currentChatId) await this.screen.renderStoredMessages(chatId);
+  }
+
+  // Reads a chat and its messages over REST; a chat the server no longer has is forgotten.
+  async fetchChat(chatId) {
+    try {
+      const record = await api("GET", `/api/chats/${chatId}/`);
+      await this.ingestChat(record);
+      const messages = await api("GET", `/api/chats/${chatId}/messages/?since=0`);
+      await this.ingestMessages(chatId, messages.messages || messages.results || messages);
+      this.screen.chatChanged(chatId);
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 404) this.forgetChat(chatId);
+    }
+  }
+
+  async forgetChat(chatId) {
+    state.chats.delete(chatId);
+    await state.store.deleteChat(chatId);
+    if (state.currentChatId === chatId) this.screen.newChat();
+    this.screen.refreshList();
+  }
+
+  // Creates a chat on `instance` (a slug) under a fresh chat key; returns its id.
+  async createChat(instance) {
+    const chatId = uuidv7();
+    const encryptedChatKey = await keyring.createChatKey(chatId);
+    const created = await withTimeout(state.socket.request({
+      type: "chat.create", chat_id: chatId, instance, encrypted_chat_key: encryptedChatKey,
+    }, ["chat.created"]));
+    const now = new Date().toISOString();
+    await this.ingestChat({
+      chat_id: chatId, instance, version: created.version || 1, meta_version: 1,
+      encrypted_chat_key: encryptedChatKey, pinned: false, message_count: 0,
+      created_at: now, updated_at: now,
+    });
+    return chatId;
+  }
+
+  // changes: {title?, icon?, summary?, tags?, pinned?}. Updates of one chat run one after
+  // another, so each starts from the version the one before it stored.
+  updateChatMeta(chatId, changes) {
+    const previous = this.metaQueues.get(chatId) || Promise.resolve();
+    const next = previous.catch(() => {}).then(() => this.applyChatMeta(chatId, changes));
+    this.metaQueues.set(chatId, next);
+    return next;
+  }
+
+  // Re-encrypts all present metadata fields at the new meta_version when one changes.
+  async applyChatMeta(chatId, changes) {
+    const chat = state.chats.get(chatId);
+    if (!chat) return;
+    const base = Math.max(chat.version || 1, chat.meta_version || 1);
+    const metaChanged = META_FIELDS.some((field) => changes[field] !== undefined);
+    const local = metaChanged ? await encryptMeta(chat, changes, base + 1) : {};
+    const frame = { type: "chat.update", chat_id: chatId, version: base, ...local };
+    if (changes.pinned !== undefined) frame.pinned = changes.pinned;
+    try {
+      const answer = await withTimeout(state.socket.request(frame, ["chat.updated"]));
+      const record = await state.store.patchChat(chatId, {
+        ...local,
+        ...(changes.pinned !== undefined ? { pinned: changes.pinned } : {}),
+        version: answer.version,
+        ...(metaChanged ? { meta_version: base + 1 } : {}),
+        updated_at: new Date().toISOString(),
+      });
+      if (record) await this.ingestChat(record);
+      this.screen.chatChanged(chatId);
+    } catch (error) {
+      if (error.code === "conflict") await this.fetchChat(chatId);
+      else this.screen.status(`Could not update the chat: ${error.message}`);
+    }
+  }
+
+  // Deletes a chat on the server (one already gone counts as deleted) and here.
+  async deleteChat(chatId) {
+    try {
+      await withTimeout(state.socket.request({ type: "chat.delete", chat_id: chatId }, ["chat.deleted"]));
+    } catch (error) {
+      if (error.code !== "not_found") { this.screen.status(`Could not delete the chat: ${error.message}`); return; }
+    }
+    await this.forgetChat(chatId);
+  }
+
+  // Encrypts a message at baseVersion + 1, keeps it in IndexedDB and sends message.store.
+  // meta: {status?, model?, created_at?}.
+  async storeMessage(chatId, messageId, role, content, baseVersion = 0, meta = {}) {
+    const chat = state.chats.get(chatId);
+    if (!chat) return;
+    await ensureChatKey(chat);
+    const encrypted = await keyring.encryptField({
+      chatId, objectId: messageId, field: "content", role, version: baseVersion + 1, plaintext: content,
+    });
+    await state.store.putMessage({
+      message_id: messageId, chat_id: chatId, role, status: meta.status || "done",
+      version: baseVersion + 1, encrypted_content: encrypted, model: meta.model || "",
+      created_at: meta.created_at || new Date().toISOString(),
+    });
+    state.socket.send({
+      type: "message.store", chat_id: chatId, message_id: messageId,
+      encrypted_content: encrypted, version: baseVersion,
+    });
+  }
+
+  // Stores a message this tab sent, once (message.accepted and task.queued both ask).
+  async storeUserMessage(messageId) {
+    const pending = state.pendingUser.get(messageId);
+    if (!pending || state.storedUser.has(messageId)) return;
+    state.storedUser.add(messageId);
+    await this.storeMessage(pending.chatId, messageId, "user", pending.content, 0, { status: "done" });
+  }
+
+  // Embeds are stored like messages: client ciphertext (field "embed", the embed's own id).
+  // An embed the server already has (409) is left as it is.
+  async storeEmbed(chatId, embedId, content) {
+    const chat = state.chats.get(chatId);
+    if (!chat) return;
+    await ensureChatKey(chat);
+    const encrypted = await keyring.encryptField({
+      chatId, objectId: embedId, field: "embed", role: "-", version: 1, plaintext: content,
+    });
+    try {
+      await api("PUT", `/api/chats/${chatId}/embeds/${embedId}/`, { encrypted_content: encrypted, version: 0 });
+    } catch (error) {
+      if (!(error instanceof HttpError && error.status === 409)) throw error;
+    }
+  }
+
+  // After a sync of `total` chats: reads over REST, page by page, the chats sync did not
+  // bring or brought older. A failed page ends the reading.
+  async loadRemainingChats(total) {
+    if (!total || total <= state.chats.size) return;
+    let url = "/api/chats/?page_size=200";
+    while (url) {
+      let page;
+      try {
+        page = await api("GET", url);
+      } catch (error) {
+        return;
+      }
+      const fresh = (page.results || []).filter((chat) => {
+        const known = state.chats.get(chat.chat_id);
+        return !known || known.version < chat.version;
+      });
+      await Promise.all(fresh.map((chat) => this.ingestChat(chat)));
+      this.screen.refreshList();
+      url = page.next ? new URL(page.next, window.location.href).pathname + new URL(page.next, window.location.href).search : null;
+    }
+  }
+
+  // The chat's messages this device can read, [{message_id, role, content}] oldest first,
+  // fitted into one chat.history frame.
+  async readableHistory(chatId) {
+    const rows = await state.store.messages(chatId);
+    const messages = [];
+    for (const row of rows) {
+      try {
+        const content = await decryptMessage(row);
+        if (content !== null) messages.push({ message_id: row.message_id, role: row.role, content });
+      } catch (error) {
+        // A message this device cannot read is left out; the server asked for what we have.
+      }
+    }
+    return historyWithinLimit(messages);
+  }
+}
