@@ -64,14 +64,28 @@ def _message(role: str) -> dict[str, str]:
 
 async def _measure(loads: int, turns: int) -> dict[str, float]:
     from chats import cache
-    from openmates import crypto, vault
+    from openmates import vault
 
     key_name = vault.user_key_name(USER_ID)
     vault.ensure_key(key_name)
+    load_ms = await _measure_loads(loads)
+    append_ms, round_trips = await _measure_turns(key_name, turns)
+    cache.prune(user_id=USER_ID)
+    return {
+        "cache_load_p50": statistics.median(load_ms),
+        "cache_load_p99": _percentile(load_ms, 0.99),
+        "cache_append_p50": statistics.median(append_ms),
+        "vault_round_trips_per_turn": round_trips,
+    }
+
+
+async def _measure_loads(loads: int) -> list[float]:
+    """Milliseconds of each of ``loads`` cache hits on a cached 50-message chat."""
+    from chats import cache
+
     chat_id = str(uuid.uuid4())
     history = [_message("user" if i % 2 == 0 else "assistant") for i in range(50)]
     await cache.ai_history_store(user_id=USER_ID, chat_id=chat_id, messages=history)
-
     load_ms: list[float] = []
     for _ in range(loads):
         started = time.perf_counter()
@@ -81,17 +95,19 @@ async def _measure(loads: int, turns: int) -> dict[str, float]:
         load_ms.append((time.perf_counter() - started) * 1000.0)
         if result.messages is None or len(result.messages) != 50:
             raise SystemExit(f"expected a 50-message hit, got {result}")
+    return load_ms
+
+
+async def _measure_turns(key_name: str, turns: int) -> tuple[list[float], float]:
+    """Milliseconds of each message append over ``turns`` warm follow-up turns, and the
+    Vault requests per turn."""
+    from chats import cache
+    from openmates import vault
 
     # Warm follow-up turns on another chat: start from a warm data key, as a server does.
     turn_chat = str(uuid.uuid4())
     await cache.ai_history_append(user_id=USER_ID, chat_id=turn_chat, message=_message("user"))
-    await crypto.aseal(
-        key_name=key_name,
-        purpose="server-managed",
-        owner_id=USER_ID,
-        object_id="warm-up",
-        plaintext=b"warm",
-    )
+    await _seal_reply(key_name, "warm-up", b"warm")
     append_ms: list[float] = []
     done = 1
     before = vault.call_count()
@@ -108,22 +124,22 @@ async def _measure(loads: int, turns: int) -> dict[str, float]:
             )
             append_ms.append((time.perf_counter() - started) * 1000.0)
         reply = _message("assistant")
-        await crypto.aseal(
-            key_name=key_name,
-            purpose="server-managed",
-            owner_id=USER_ID,
-            object_id=reply["message_id"],
-            plaintext=reply["content"].encode(),
-        )
+        await _seal_reply(key_name, reply["message_id"], reply["content"].encode())
         done += 2
-    round_trips = (vault.call_count() - before) / turns
-    cache.prune(user_id=USER_ID)
-    return {
-        "cache_load_p50": statistics.median(load_ms),
-        "cache_load_p99": _percentile(load_ms, 0.99),
-        "cache_append_p50": statistics.median(append_ms),
-        "vault_round_trips_per_turn": round_trips,
-    }
+    return append_ms, (vault.call_count() - before) / turns
+
+
+async def _seal_reply(key_name: str, object_id: str, plaintext: bytes) -> None:
+    """Seal a reply's server-side copy, as a turn does."""
+    from openmates import crypto
+
+    await crypto.aseal(
+        key_name=key_name,
+        purpose="server-managed",
+        owner_id=USER_ID,
+        object_id=object_id,
+        plaintext=plaintext,
+    )
 
 
 def main() -> None:

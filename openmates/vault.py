@@ -945,23 +945,35 @@ def bootstrap(
     Raises:
         VaultError: the root token is refused, or the server is unreachable/sealed.
     """
-    client = _client(addr, root_token, timeout_s)
-    api = client.adapter
-    mounts = _json(_call("list mounts", lambda: api.get("/v1/sys/mounts")), "list mounts")
-    listed = mounts.get("data") or mounts
-    if f"{mount}/" not in listed:
-        _call(
-            "enable transit", lambda: api.post(f"/v1/sys/mounts/{mount}", json={"type": "transit"})
-        )
-    auths = _json(_call("list auth", lambda: api.get("/v1/sys/auth")), "list auth")
-    if "approle/" not in (auths.get("data") or auths):
-        _call("enable approle", lambda: api.post("/v1/sys/auth/approle", json={"type": "approle"}))
+    api = _client(addr, root_token, timeout_s).adapter
+    _enable_backends(api, mount)
     if token_period != TOKEN_PERIOD:
         _call(
             "tune token max TTL",
             lambda: api.post("/v1/sys/auth/token/tune", json={"max_lease_ttl": token_period}),
         )
     write_policies(addr, root_token, mount=mount, timeout_s=timeout_s)
+    _write_app_roles(api, token_period)
+    return {
+        "VAULT_TOKEN": _create_app_token(api),
+        "VAULT_ADMIN_TOKEN": _create_admin_token(api, token_period),
+    }
+
+
+def _enable_backends(api: Any, mount: str) -> None:
+    """Enable the transit engine at ``mount`` and AppRole auth, each unless already on."""
+    mounts = _json(_call("list mounts", lambda: api.get("/v1/sys/mounts")), "list mounts")
+    if f"{mount}/" not in (mounts.get("data") or mounts):
+        _call(
+            "enable transit", lambda: api.post(f"/v1/sys/mounts/{mount}", json={"type": "transit"})
+        )
+    auths = _json(_call("list auth", lambda: api.get("/v1/sys/auth")), "list auth")
+    if "approle/" not in (auths.get("data") or auths):
+        _call("enable approle", lambda: api.post("/v1/sys/auth/approle", json={"type": "approle"}))
+
+
+def _write_app_roles(api: Any, token_period: str) -> None:
+    """Write the app's token role (orphan periodic tokens) and its AppRole role."""
     _call(
         "write token role",
         lambda: api.post(
@@ -988,19 +1000,30 @@ def bootstrap(
             },
         ),
     )
-    app = _json(
+
+
+def _create_app_token(api: Any) -> str:
+    """A new app token from the app's token role (its period, orphan, app policy only)."""
+    what = "create app token"
+    created = _json(
         _call(
-            "create app token",
+            what,
             lambda: api.post(
                 f"/v1/auth/token/create/{APP_ROLE}",
                 json={"policies": [APP_POLICY], "display_name": "openmates-app"},
             ),
         ),
-        "create app token",
+        what,
     )
-    admin = _json(
+    return str(created["auth"]["client_token"])
+
+
+def _create_admin_token(api: Any, token_period: str) -> str:
+    """A new orphan periodic token holding the admin policy only."""
+    what = "create admin token"
+    created = _json(
         _call(
-            "create admin token",
+            what,
             lambda: api.post(
                 "/v1/auth/token/create-orphan",
                 json={
@@ -1012,12 +1035,9 @@ def bootstrap(
                 },
             ),
         ),
-        "create admin token",
+        what,
     )
-    return {
-        "VAULT_TOKEN": str(app["auth"]["client_token"]),
-        "VAULT_ADMIN_TOKEN": str(admin["auth"]["client_token"]),
-    }
+    return str(created["auth"]["client_token"])
 
 
 def approle_credentials(addr: str, admin_token: str, *, timeout_s: float = 10.0) -> dict[str, str]:

@@ -82,8 +82,15 @@ def test_deleted_user_key_no_longer_decrypts_while_another_still_does(
     assert vault.decrypt(other_transit_key, [theirs]) == [b"keep me"]
 
 
-def test_deleting_a_missing_key_is_fine() -> None:
-    vault.delete_key(f"user-missing-{uuid.uuid4().hex[:8]}")
+def test_deleting_a_missing_key_is_fine_and_creates_nothing() -> None:
+    name = f"user-missing-{uuid.uuid4().hex[:8]}"
+    before = vault.call_count()
+    vault.delete_key(name)
+    # One request: the refused config update says the key is missing, so no delete follows.
+    assert vault.call_count() - before == 1
+    with pytest.raises(vault.VaultError) as reading:
+        vault.key_latest_version(name)
+    assert reading.value.reason == "not_found"
 
 
 def test_ensure_key_is_idempotent(transit_key: str) -> None:
