@@ -20,12 +20,25 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 __all__ = ["open_signup"]
 
+# Logs the close code of every WebSocket the page opens ("websocket closed 4401"); the log
+# outlives the page's navigation to the login page, where window state would not.
+LOG_SOCKET_CLOSES = """
+const NativeWebSocket = window.WebSocket;
+window.WebSocket = class extends NativeWebSocket {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener("close", (event) => console.log(`websocket closed ${event.code}`));
+  }
+};
+"""
+
 
 def test_signing_out_in_one_tab_closes_the_others_socket(
     asgi_server: str, open_signup: Instance, ui_context: Any
 ) -> None:
     first = ui_context.new_page()
-    watch(first)
+    first.add_init_script(LOG_SOCKET_CLOSES)
+    watched = watch(first)
     sign_up(first, asgi_server, "dee")
     set_passphrase(first)
     finish_setup(first)
@@ -38,3 +51,6 @@ def test_signing_out_in_one_tab_closes_the_others_socket(
     second.wait_for_url(f"{asgi_server}/accounts/login/")
 
     first.wait_for_url(f"{asgi_server}/accounts/login/")
+    closes = [m for m in watched.console if m.startswith("log: websocket closed")]
+    assert closes == ["log: websocket closed 4401"]
+    assert first.locator("#id_username").is_visible()
