@@ -14,19 +14,31 @@ two different ones) leaves the socket anonymous, and the chat consumer refuses a
 handshakes (HTTP 403, close code 4401) even when a session cookie came along. Without a
 token the session decides, as before. The ``Origin`` check (``AllowedHostsOriginValidator``)
 stays outside this middleware, so it runs first.
+
+An open socket re-checks its sign-in (:class:`SignInCheck`): the events that close it when
+a session ends or a token is revoked travel through Redis and can be lost (a flush, a
+restart without persistence, a queryset ``update`` that sends none), while REST already
+answers 401.
 """
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
+from importlib import import_module
+from types import SimpleNamespace
 from typing import Any
 
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
+from django.conf import settings
+from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
+from django.db.models import Q
 from django.utils import timezone
 
+from accounts.models import ApiToken
 from accounts.services import api_token_authenticate, api_token_socket_group
 
 TOKEN_SUBPROTOCOL_PREFIX = "openmates.token."  # noqa: S105 (a name, not a secret)
@@ -108,3 +120,69 @@ def token_seconds_left(scope: dict[str, Any]) -> float | None:
     if expires_at is None:
         return None
     return max(0.0, (expires_at - timezone.now()).total_seconds())
+
+
+def sign_in_recheck_s() -> float:
+    """Seconds a socket's last successful sign-in check is trusted
+    (``WS_SIGN_IN_RECHECK_S``, default 5)."""
+    return float(getattr(settings, "WS_SIGN_IN_RECHECK_S", 5.0))
+
+
+def _token_usable(token_id: int, user_id: int) -> bool:
+    return (
+        ApiToken.objects.filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()),
+            pk=token_id,
+            user_id=user_id,
+            revoked_at__isnull=True,
+            user__is_active=True,
+        )
+        .only("pk")
+        .exists()
+    )
+
+
+def _session_user_id(session_key: str) -> int | None:
+    # A fresh store: the scope's session object keeps what it read at the handshake.
+    store = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session_key)
+    # Django's own check: the session exists, names an active user of a configured
+    # backend, and its hash matches the user's current password.
+    user = get_user(SimpleNamespace(session=store))  # type: ignore[arg-type]
+    return int(user.pk) if user.is_authenticated else None
+
+
+def sign_in_valid(scope: dict[str, Any]) -> bool:
+    """Whether the socket's sign-in still holds, as REST would judge it now (sync, 1-2 queries).
+
+    A token socket: its ``ApiToken`` is neither revoked nor expired and its user is active.
+    A session socket: its session still exists and Django's ``get_user`` still finds the
+    socket's user in it (active, same password hash). False for anything else.
+    """
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return False
+    token_id = scope.get(SCOPE_TOKEN_ID)
+    if token_id is not None:
+        return _token_usable(int(token_id), int(user.pk))
+    session_key = getattr(scope.get("session"), "session_key", None)
+    return bool(session_key) and _session_user_id(str(session_key)) == user.pk
+
+
+class SignInCheck:
+    """A socket's cached sign-in check: at most one look-up per :func:`sign_in_recheck_s`.
+
+    The handshake counts as the first check. Once the sign-in is found invalid it stays
+    invalid (the socket is closing).
+    """
+
+    def __init__(self, scope: dict[str, Any]) -> None:
+        self.scope = scope
+        self._valid = True
+        self._checked_at = time.monotonic()
+
+    async def valid(self) -> bool:
+        """True while the sign-in holds; looks it up again once the cached answer is stale."""
+        if self._valid and time.monotonic() - self._checked_at >= sign_in_recheck_s():
+            self._valid = await database_sync_to_async(sign_in_valid)(self.scope)
+            self._checked_at = time.monotonic()
+        return self._valid

@@ -13,6 +13,8 @@ Keys (exactly docs/architecture.md §4's, no prefix):
 * ``embed:{id}`` — the embed cache: an envelope (purpose ``embed``, object id the embed
   id); 24 h. ``user:{uid}:embeds`` lists a user's cached embeds for pruning.
 * ``chat:{cid}:memory_consent`` — written by the pipeline, evicted with the chat here.
+* ``om:chat:{cid}:deleted`` — set when the chat is deleted (``DELETED_CHAT_TTL_S``): its
+  running turns stop and write nothing of it any more (``pipeline.state``).
 
 Opening an entry needs no Vault call once the user's data key is warm in this process
 (``openmates.crypto``). The hot path is async (``redis.asyncio``); pruning and the sync
@@ -64,6 +66,15 @@ def pending_text_key(message_id: str) -> str:
 def chat_notes_key(chat_id: str) -> str:
     """The pipeline's sealed notes on a chat (title, summary, language)."""
     return f"om:chat:{chat_id}:ai-meta"
+
+
+def deleted_chat_key(chat_id: str) -> str:
+    """The mark of a deleted chat, which its turns (in any process) check."""
+    return f"om:chat:{chat_id}:deleted"
+
+
+# Longer than any turn lives once cancelled (its post-processing included).
+DELETED_CHAT_TTL_S = 3600
 
 
 def lru_key(user_id: int | str) -> str:
@@ -422,7 +433,8 @@ def chat_forget(
     embed_ids: list[str] | None = None,
     message_ids: list[str] | None = None,
 ) -> None:
-    """Drop every cache entry of one chat (after the chat was deleted).
+    """Drop every cache entry of one chat (after the chat was deleted) and mark it deleted
+    (``deleted_chat_key``), so its running turns stop and write nothing of it again.
 
     ``message_ids``: user messages whose kept text for ``message.retry`` goes too.
     """
@@ -442,7 +454,15 @@ def chat_forget(
         pipe.zrem(lru_key(user_id), chat_id)
         if ids:
             pipe.srem(user_embeds_key(user_id), *ids)
+        pipe.set(deleted_chat_key(chat_id), 1, ex=DELETED_CHAT_TTL_S)
         pipe.execute()
+
+
+async def achat_forget(
+    *, user_id: int | str, chat_id: str, message_ids: list[str] | None = None
+) -> None:
+    """Async twin of :func:`chat_forget` (runs it off the event loop)."""
+    await asyncio.to_thread(chat_forget, user_id=user_id, chat_id=chat_id, message_ids=message_ids)
 
 
 _ALL_PATTERNS = (

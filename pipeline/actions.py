@@ -4,6 +4,11 @@ Every function takes the :class:`Socket` that received the frame and the validat
 model, authorises through the selectors (another user's id is ``not_found``), calls the
 services or the turn runtime, and answers through ``socket.deliver``. Problems are raised
 as ``FrameError`` with a docs/protocol.md §8 code; the consumer turns them into ``error`` frames.
+
+Every frame but ``ping`` first re-checks the socket's sign-in (``socket.still_signed_in``:
+a revoked token or ended session closes the socket instead). A turn starts (or goes on
+with a ``chat.history``) only for a current member of the chat's instance: a removed
+member keeps reading their chats, but a turn there is ``forbidden``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from chats import services as chat_services
 from chats.models import Embed, Message, MessageRole, MessageStatus
 from chats.selectors import achat_get_for_user
 from chats.sync import sync_phases
-from instances.models import Instance
+from instances.models import Instance, InstanceMember
 from instances.selectors import instance_get_for_user, instance_role_for_user
 from openmates import vault
 from openmates.crypto import DecryptionError
@@ -49,6 +54,8 @@ class Socket(Protocol):
     following: set[str]
 
     async def deliver(self, frame: dict[str, Any]) -> None: ...
+
+    async def still_signed_in(self) -> bool: ...
 
 
 def frames_per_10s() -> int:
@@ -79,8 +86,17 @@ async def rate_check(socket: Socket, frame: p.ClientFrame | None = None) -> None
         raise FrameError(ErrorCode.RATE_LIMITED, "Too many frames; slow down.", **frame_ids(frame))
 
 
+# Frames answered without acting for the user: no sign-in look-up for them.
+_UNCHECKED_FRAMES = frozenset({"ping"})
+
+
 async def dispatch(socket: Socket, frame: p.ClientFrame) -> None:
-    """Run the action of ``frame`` (validated by ``protocol.parse_frame``)."""
+    """Run the action of ``frame`` (validated by ``protocol.parse_frame``).
+
+    Nothing runs for a socket whose sign-in no longer holds (it is being closed).
+    """
+    if frame.type not in _UNCHECKED_FRAMES and not await socket.still_signed_in():
+        return
     await rate_check(socket, frame)
     await _ACTIONS[frame.type](socket, frame)
 
@@ -90,6 +106,16 @@ async def _chat_or_not_found(socket: Socket, chat_id: str) -> Any:
     if chat is None:
         raise FrameError(ErrorCode.NOT_FOUND, "No such chat.", chat_id=chat_id)
     return chat
+
+
+NOT_A_MEMBER = "You are no longer a member of this chat's instance; the chat is read-only."
+
+
+async def _member_or_forbidden(socket: Socket, chat: Any, **ids: str) -> None:
+    """Raise ``forbidden`` unless the user is a member of ``chat``'s instance now."""
+    member = InstanceMember.objects.filter(instance_id=chat.instance_id, user_id=socket.user.pk)
+    if not await member.aexists():
+        raise FrameError(ErrorCode.FORBIDDEN, NOT_A_MEMBER, chat_id=chat.pk, **ids)
 
 
 # --- turns ------------------------------------------------------------------------------
@@ -130,9 +156,16 @@ def _accept(
 
     Returns ``(instance, role, started)``; ``started`` is False for a repeated
     ``message.send`` of an id already accepted.
+
+    Raises:
+        FrameError: ``forbidden`` when the user is no longer a member of the chat's
+            instance (checked here, in the same call that records the messages);
+            ``not_found``, ``conflict`` or ``invalid_frame`` for the message id.
     """
     instance = chat.instance  # loaded with the chat (chats.selectors)
-    role = instance_role_for_user(instance=instance, user=user) or "member"
+    role = instance_role_for_user(instance=instance, user=user)
+    if role is None:
+        raise FrameError(ErrorCode.FORBIDDEN, NOT_A_MEMBER, chat_id=chat.pk, message_id=message_id)
     if retry:
         message = Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).first()
         if message is None:
@@ -309,13 +342,18 @@ async def _control_send(socket: Socket, record: state.TaskRecord, message: dict[
     await layer.send(record.owner, message)
 
 
-async def task_cancel(socket: Socket, frame: p.TaskCancel) -> None:
-    record = await _owned_record(socket, frame.task_id)
-    await state.cancel_flag_set(frame.task_id)
+async def _turn_cancel(socket: Socket, record: state.TaskRecord) -> None:
+    """Cancel a turn in any process: the Redis flag (its owner's heartbeat reads it) and,
+    so it stops at once, the owner itself (this registry or its control channel)."""
+    await state.cancel_flag_set(record.task_id)
     if record.owner == socket.registry.channel:
-        socket.registry.cancel(frame.task_id)
+        socket.registry.cancel(record.task_id)
     else:
-        await _control_send(socket, record, {"type": "turn.cancel", "task_id": frame.task_id})
+        await _control_send(socket, record, {"type": "turn.cancel", "task_id": record.task_id})
+
+
+async def task_cancel(socket: Socket, frame: p.TaskCancel) -> None:
+    await _turn_cancel(socket, await _owned_record(socket, frame.task_id))
 
 
 async def skill_cancel(socket: Socket, frame: p.SkillCancel) -> None:
@@ -414,18 +452,36 @@ async def task_active(socket: Socket) -> ev.TaskActive:
 
 
 async def chat_history(socket: Socket, frame: p.ChatHistory) -> None:
-    pending = await state.history_request_pop(frame.request_id)
+    """Store a requested history and wake the turn waiting for it.
+
+    The request is consumed only by an answer that passes every check, so a wrong answer
+    (another chat, another user, a removed member) leaves it for the right one. A member
+    removed meanwhile gets ``forbidden`` and their waiting turn is cancelled.
+    """
+    not_requested = FrameError(
+        ErrorCode.NOT_FOUND,
+        "No history was requested with that id.",
+        request_id=frame.request_id,
+        chat_id=frame.chat_id,
+    )
+    pending = await state.history_request_get(frame.request_id)
     if (
         pending is None
         or pending["user_id"] != str(socket.user.pk)
         or pending["chat_id"] != frame.chat_id
     ):
-        raise FrameError(
-            ErrorCode.NOT_FOUND,
-            "No history was requested with that id.",
-            request_id=frame.request_id,
-            chat_id=frame.chat_id,
-        )
+        raise not_requested
+    # A deleted chat's cache must not come back with a late answer.
+    chat = await _chat_or_not_found(socket, frame.chat_id)
+    record = await state.record_get(pending["task_id"])
+    try:
+        await _member_or_forbidden(socket, chat, request_id=frame.request_id)
+    except FrameError:
+        if record is not None and record.user_id == str(socket.user.pk):
+            await _turn_cancel(socket, record)
+        raise
+    if await state.history_request_pop(frame.request_id) is None:
+        raise not_requested  # another socket's answer came first
     await chat_cache.ai_history_store(
         user_id=socket.user.pk,
         chat_id=frame.chat_id,
@@ -438,7 +494,6 @@ async def chat_history(socket: Socket, frame: p.ChatHistory) -> None:
         # older messages into it again rather than trusting an old marker.
         meta.pop("summary_covers", None)
         await state.chat_meta_save(user_id=socket.user.pk, chat_id=frame.chat_id, meta=meta)
-    record = await state.record_get(pending["task_id"])
     if record is None:
         return
     if record.owner == socket.registry.channel:
@@ -507,11 +562,23 @@ async def chat_update(socket: Socket, frame: p.ChatUpdate) -> None:
 async def chat_delete(socket: Socket, frame: p.ChatDelete) -> None:
     chat = await _chat_or_not_found(socket, frame.chat_id)
     await sync_to_async(chat_services.chat_delete)(chat=chat)
+    # Its turns stop now, not at their owner's next heartbeat (which also notices).
+    await _chat_turns_cancel(socket, frame.chat_id)
     await socket.deliver(
         ev.ChatDeleted(
             chat_id=frame.chat_id, version=chat.version + 1, request_id=frame.request_id
         ).to_frame()
     )
+
+
+async def _chat_turns_cancel(socket: Socket, chat_id: str) -> None:
+    """Cancel the user's queued and running turns of ``chat_id``, in every process."""
+    # This process's own turns first: a turn just started has no record in Redis yet.
+    local = [turn.record for turn in socket.registry.turns.values()]
+    records = {r.task_id: r for r in [*await state.user_records(socket.user.pk), *local]}
+    for record in records.values():
+        if record.chat_id == chat_id and record.user_id == str(socket.user.pk):
+            await _turn_cancel(socket, record)
 
 
 async def message_store(socket: Socket, frame: p.MessageStore) -> None:

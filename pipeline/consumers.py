@@ -6,19 +6,33 @@ frames and never close the socket; a socket without an authenticated user (sessi
 token, ``accounts.ws_auth``) is refused, and one whose session ends or whose token is revoked
 (``session.ended`` from the accounts app) closes with 4401, as does a token socket when its
 token expires.
+
+Group membership and that event live in Redis and can be lost (``group_expiry``, a flush, a
+restart without persistence), so each socket re-joins its groups every
+:func:`group_rejoin_s` and re-checks its sign-in then and before acting on a frame
+(``accounts.ws_auth.SignInCheck``, cached a few seconds): a sign-in found invalid closes
+the socket with 4401.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import random
 from typing import Any
 
 import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
-from accounts.ws_auth import accepted_subprotocol, token_seconds_left, token_socket_groups
+from accounts.ws_auth import (
+    SignInCheck,
+    accepted_subprotocol,
+    token_seconds_left,
+    token_socket_groups,
+)
 from openmates.vault import VaultError
 from pipeline import actions, runtime
 from pipeline import events as ev
@@ -28,6 +42,13 @@ logger = logging.getLogger(__name__)
 
 SESSION_ENDED = 4401
 NOT_FOUND = 4404
+
+
+def group_rejoin_s(layer: Any) -> float:
+    """Seconds between a socket's re-joins of its groups (``PIPELINE_GROUP_REJOIN_S``,
+    default 30), never more than a quarter of the channel layer's ``group_expiry``."""
+    configured = float(getattr(settings, "PIPELINE_GROUP_REJOIN_S", 30.0))
+    return min(configured, float(getattr(layer, "group_expiry", 86400)) / 4)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -43,15 +64,45 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.registry = runtime.registry(self.registry_name)
         self.following: set[str] = set()
         self.last_sequence: dict[str, int] = {}
+        self.sign_in = SignInCheck(self.scope)
+        self.closing = False
         # A token socket also joins its token's group: revoking the token closes it (4401).
         self.groups_joined = [runtime.user_group(self.user.pk), *token_socket_groups(self.scope)]
         await self.registry.ensure_started()
-        for group in self.groups_joined:
-            await self.channel_layer.group_add(group, self.channel_name)
+        await self._groups_join()
         await self.accept(accepted_subprotocol(self.scope))
         if (seconds := token_seconds_left(self.scope)) is not None:  # token expiry: 4401
             self.expiry = asyncio.get_running_loop().call_later(seconds, self._token_expired)
+        self.keeper = asyncio.create_task(self._keep_joined(), name="socket-groups")
         await self.deliver((await actions.task_active(self)).to_frame())
+
+    async def _groups_join(self) -> None:
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+
+    async def _keep_joined(self) -> None:
+        """Re-join the groups and re-check the sign-in, every ``group_rejoin_s``."""
+        period = group_rejoin_s(self.channel_layer)
+        # Sockets that connected together (a restart) spread their re-joins out.
+        await asyncio.sleep(period * random.uniform(0.5, 1.0))  # noqa: S311 (not a secret)
+        while True:
+            try:
+                if not await self.still_signed_in():
+                    return
+                await self._groups_join()
+            except Exception:
+                logger.warning("socket groups not re-joined", exc_info=True)
+            await asyncio.sleep(period)
+
+    async def still_signed_in(self) -> bool:
+        """True while the socket's session or token holds (``SignInCheck``); otherwise the
+        socket is closed with 4401 and False returned."""
+        if await self.sign_in.valid():
+            return True
+        if not self.closing:
+            self.closing = True
+            await self.close(code=SESSION_ENDED)
+        return False
 
     def _token_expired(self) -> None:
         self.expiry_close = asyncio.ensure_future(self.close(code=SESSION_ENDED))
@@ -59,6 +110,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if getattr(self, "expiry", None) is not None:
             self.expiry.cancel()
+        if getattr(self, "keeper", None) is not None:
+            self.keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.keeper
         if getattr(self, "registry", None) is not None:
             self.registry.unsubscribe(self)
             for group in self.groups_joined:

@@ -88,6 +88,9 @@ class ErrorCode(StrEnum):
     FRAME_TOO_LARGE = "frame_too_large"
     UNKNOWN_TYPE = "unknown_type"
     NOT_FOUND = "not_found"
+    # The chat is the user's but its instance no longer counts them as a member: readable,
+    # not answerable (no turn spends the instance's provider keys for them).
+    FORBIDDEN = "forbidden"
     CONFLICT = "conflict"
     BUSY = "busy"
     RATE_LIMITED = "rate_limited"

@@ -40,6 +40,7 @@ from channels.layers import get_channel_layer
 from django.db import close_old_connections
 
 from accounts.services import user_socket_group
+from chats import cache as chat_cache
 from pipeline import events as ev
 from pipeline import state
 
@@ -357,8 +358,24 @@ class TurnRegistry:
             turn.lease_held = False
             await state.lease_release(chat_id=turn.record.chat_id, task_id=turn.record.task_id)
             await state.record_delete(turn.record)
+            await self._forget_if_deleted(turn)
         except Exception:
             logger.exception("turn %s: could not clean up its Redis state", turn.record.task_id)
+
+    @staticmethod
+    async def _forget_if_deleted(turn: ActiveTurn) -> None:
+        """A turn of a deleted chat leaves nothing of the chat behind.
+
+        Its writes check the deletion mark, but one may have raced the deletion: the
+        chat's cache entries, the message's kept text and the snapshot go again.
+        """
+        record = turn.record
+        if not await state.chat_deleted(record.chat_id):
+            return
+        await state.snapshot_drop(record.task_id)
+        await chat_cache.achat_forget(
+            user_id=record.user_id, chat_id=record.chat_id, message_ids=[record.message_id]
+        )
 
     # --- delivery ---------------------------------------------------------------------
 
@@ -620,7 +637,9 @@ class TurnRegistry:
             await state.leases_renew(
                 [(t.record.chat_id, t.record.task_id) for t in turns if t.lease_held]
             )
-        for task_id in await state.cancel_flags([t.record.task_id for t in turns]):
+        # A cancel flag or the chat's deletion, set by any process.
+        due = await state.cancels_due([(t.record.task_id, t.record.chat_id) for t in turns])
+        for task_id in due:
             self.cancel(task_id)
         await self._save_snapshots([t for t in turns if t.snapshot_dirty and not t.finishing])
         if time.monotonic() - self._last_reap >= REAP_EVERY_S:

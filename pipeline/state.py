@@ -283,6 +283,29 @@ async def cancel_flags(task_ids: list[str]) -> set[str]:
     return {task_id for task_id, value in zip(task_ids, values, strict=True) if value}
 
 
+async def cancels_due(turns: list[tuple[str, str]]) -> set[str]:
+    """Which ``(task_id, chat_id)`` turns must stop: a cancel flag or a deleted chat.
+
+    One round trip; a chat deletion (``chats.cache.chat_forget``) marks the chat for
+    ``DELETED_CHAT_TTL_S``, and turns of every process stop at their next heartbeat.
+    """
+    if not turns:
+        return set()
+    keys = [_cancel_key(t) for t, _ in turns] + [chat_cache.deleted_chat_key(c) for _, c in turns]
+    values = await redis_client().mget(keys)
+    flagged, deleted = values[: len(turns)], values[len(turns) :]
+    return {
+        task_id
+        for (task_id, _), flag, gone in zip(turns, flagged, deleted, strict=True)
+        if flag or gone
+    }
+
+
+async def chat_deleted(chat_id: str) -> bool:
+    """Whether ``chat_id`` was deleted while a turn of it may still run."""
+    return bool(await redis_client().exists(chat_cache.deleted_chat_key(chat_id)))
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """The text of a turn so far: ``content`` is deltas 1..``sequence`` joined."""
@@ -296,6 +319,14 @@ class Snapshot:
     usage: dict[str, int] | None = None
 
 
+# SET KEYS[1] = ARGV[1] for ARGV[2] seconds, unless KEYS[2] (a chat's deletion mark) exists.
+_SET_UNLESS_DELETED = """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
+
 async def snapshot_save(*, user_id: int | str, task_id: str, snapshot: Snapshot) -> None:
     """Seal and store the turn's text so far (no Vault call once the data key is warm)."""
     await snapshots_save([(user_id, task_id, snapshot)])
@@ -307,7 +338,7 @@ async def snapshots_save(items: list[tuple[int | str, str, Snapshot]]) -> None:
     Raises ``VaultError`` (a cold data key) or ``redis.RedisError``; nothing is stored
     then.
     """
-    sealed: list[tuple[str, bytes]] = []
+    sealed: list[tuple[str, str, bytes]] = []
     for user_id, task_id, snapshot in items:
         plaintext = json.dumps(
             {
@@ -327,11 +358,18 @@ async def snapshots_save(items: list[tuple[int | str, str, Snapshot]]) -> None:
             object_id=task_id,
             plaintext=plaintext,
         )
-        sealed.append((_snapshot_key(task_id), envelope))
+        sealed.append((_snapshot_key(task_id), snapshot.chat_id, envelope))
     async with redis_client().pipeline(transaction=False) as pipe:
-        for key, envelope in sealed:
-            pipe.set(key, envelope, ex=FLAG_TTL_S)
+        for key, chat_id, envelope in sealed:
+            # Atomically skipped for a deleted chat: nothing of it may come back.
+            deleted = chat_cache.deleted_chat_key(chat_id)
+            pipe.eval(_SET_UNLESS_DELETED, 2, key, deleted, envelope, FLAG_TTL_S)
         await pipe.execute()
+
+
+async def snapshot_drop(task_id: str) -> None:
+    """Forget a turn's snapshot (its chat was deleted)."""
+    await redis_client().delete(_snapshot_key(task_id))
 
 
 async def snapshot_load(*, user_id: int | str, task_id: str) -> Snapshot | None:
@@ -467,6 +505,13 @@ async def history_request_save(
         json.dumps({"user_id": str(user_id), "chat_id": chat_id, "task_id": task_id}),
         ex=HISTORY_REQUEST_TTL_S,
     )
+
+
+async def history_request_get(request_id: str) -> dict[str, str] | None:
+    """``{"user_id", "chat_id", "task_id"}`` of the turn waiting on ``request_id``, or None
+    (left in place: :func:`history_request_pop` consumes it once the answer is checked)."""
+    raw = await redis_client().get(f"{PREFIX}histreq:{request_id}")
+    return json.loads(raw) if raw else None
 
 
 async def history_request_pop(request_id: str) -> dict[str, str] | None:

@@ -166,10 +166,14 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
     try:
         if control.cancel.is_set():
             # Cancelled while queued: its text is kept for ``message.retry`` as a running
-            # turn's is (``_answer`` saves it), until the message is answered.
-            await state.pending_content_save(
-                user_id=request.user_id, message_id=request.message_id, content=request.content
-            )
+            # turn's is (``_answer`` saves it), until the message is answered; not when
+            # the cancel came from the chat's deletion.
+            if not await state.chat_deleted(request.chat.pk):
+                await state.pending_content_save(
+                    user_id=request.user_id,
+                    message_id=request.message_id,
+                    content=request.content,
+                )
         else:
             async for event in _answer(request, control, progress):
                 yield event
@@ -476,9 +480,15 @@ async def _load_history(
 
 
 async def _finalize(request: TurnRequest, progress: _Progress) -> None:
-    """Reply into the AI cache, statuses and the kept reply into PostgreSQL."""
+    """Reply into the AI cache, statuses and the kept reply into PostgreSQL.
+
+    A chat deleted meanwhile gets none of it back, and the turn ends ``cancelled``.
+    """
     result = progress.result
     chat = request.chat
+    if await state.chat_deleted(chat.pk):
+        result.status = "cancelled"
+        return
     if result.status == "done":
         user_entry = {"message_id": request.message_id, "role": "user", "content": request.content}
         reply_entry = {
@@ -493,7 +503,11 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
         await state.pending_content_drop(request.message_id)
         progress.meta["language"] = progress.language
         await state.chat_meta_save(user_id=request.user_id, chat_id=chat.pk, meta=progress.meta)
-    await db_call(_messages_finish, request, result, progress.meta.get("title"))
+    try:
+        await db_call(_messages_finish, request, result, progress.meta.get("title"))
+    except chat_services.NotFound:
+        # Deleted between the check above and now; the runtime drops what was cached.
+        result.status = "cancelled"
 
 
 def _messages_finish(request: TurnRequest, result: MainResult, title: str | None) -> None:
@@ -561,7 +575,7 @@ async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.Postproc
             progress.meta["summary_covers"] = done.summary_covers
         if done.title:
             progress.meta["title"] = done.title
-        if done.summary or done.title:
+        if (done.summary or done.title) and not await state.chat_deleted(request.chat.pk):
             await state.chat_meta_save(
                 user_id=request.user_id, chat_id=request.chat.pk, meta=progress.meta
             )

@@ -18,9 +18,11 @@ from django.utils import timezone
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke, user_sockets_close
 from accounts.ws_auth import SCOPE_TOKEN_EXPIRES_AT, SCOPE_TOKEN_ID, token_seconds_left
+from chats.models import Chat
 from openmates.asgi import application
-from pipeline import runtime
-from tests.pipeline.conftest import session_cookie
+from pipeline import runtime, state
+from pipeline.ids import new_id
+from tests.pipeline.conftest import envelope, session_cookie
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -300,3 +302,64 @@ async def test_a_password_change_closes_token_sockets_for_good(
     assert closed == {"type": "websocket.close", "code": 4401}
     _, connected, code = await open_socket([ORIGIN, _bearer(raw)])
     assert (connected, code) == (False, 4401)
+
+
+async def test_a_token_revoked_while_its_group_was_lost_cannot_start_anything(
+    open_socket: Any, owner: Any, instance: Any, settings: Any
+) -> None:
+    # Redis lost the socket's groups (a flush), so the revocation's close event reaches
+    # no one; the socket's own re-check must refuse the next frame, as REST answers 401.
+    settings.WS_SIGN_IN_RECHECK_S = 0
+    token, raw = await _token(owner)
+    communicator, _, _ = await open_socket([ORIGIN, _bearer(raw)])
+    assert (await _first_frame(communicator))["type"] == "task.active"
+    await state.redis_client().flushdb()
+    await sync_to_async(api_token_revoke)(token=token)
+
+    chat_id = new_id()
+    await communicator.send_to(
+        text_data=json.dumps(
+            {
+                "type": "chat.create",
+                "request_id": "c-1",
+                "chat_id": chat_id,
+                "instance": instance.slug,
+                "encrypted_chat_key": envelope(),
+            }
+        )
+    )
+
+    closed = await communicator.receive_output(timeout=TIMEOUT_S)
+    assert closed == {"type": "websocket.close", "code": 4401}
+    assert not await Chat.objects.filter(pk=chat_id).aexists()
+
+
+async def test_a_token_revoked_by_a_queryset_update_closes_its_idle_socket(
+    open_socket: Any, owner: Any, settings: Any
+) -> None:
+    # No service ran, so no close event was sent: the periodic re-check closes it.
+    settings.WS_SIGN_IN_RECHECK_S = 0
+    settings.PIPELINE_GROUP_REJOIN_S = 0.2
+    token, raw = await _token(owner)
+    communicator, _, _ = await open_socket([ORIGIN, _bearer(raw)])
+    assert (await _first_frame(communicator))["type"] == "task.active"
+
+    await ApiToken.objects.filter(pk=token.pk).aupdate(revoked_at=timezone.now())
+
+    closed = await communicator.receive_output(timeout=TIMEOUT_S)
+    assert closed == {"type": "websocket.close", "code": 4401}
+
+
+async def test_a_valid_token_socket_keeps_working_past_its_checks(
+    open_socket: Any, owner: Any, settings: Any
+) -> None:
+    settings.WS_SIGN_IN_RECHECK_S = 0
+    settings.PIPELINE_GROUP_REJOIN_S = 0.2
+    _, raw = await _token(owner)
+    communicator, _, _ = await open_socket([ORIGIN, _bearer(raw)])
+    assert (await _first_frame(communicator))["type"] == "task.active"
+    await asyncio.sleep(0.6)  # a few periodic checks
+
+    await communicator.send_to(text_data=json.dumps({"type": "sync.request", "known": {}}))
+
+    assert (await _first_frame(communicator))["type"] == "sync.phase"

@@ -572,14 +572,16 @@ async def test_resume_after_the_turn_ended_answers_from_the_sealed_snapshot(
 
 
 async def test_a_user_made_without_a_transit_key_gets_one_and_an_answer(
-    ws_client, chat_factory, llm_script
+    ws_client, chat_factory, instance, llm_script
 ):
     # create_user (createsuperuser, the admin) never ran the browser's key set-up.
     from django.contrib.auth import get_user_model
 
+    from instances.models import InstanceMember
     from openmates import vault
 
     made = await sync_to_async(get_user_model().objects.create_user)("keyless", password="x" * 12)
+    await InstanceMember.objects.acreate(instance=instance, user=made, role="member")
     with pytest.raises(vault.VaultError) as missing:
         await sync_to_async(vault.key_latest_version)(vault.user_key_name(made.pk))
     assert missing.value.reason == "not_found"
