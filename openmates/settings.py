@@ -145,10 +145,10 @@ CACHES = {
     }
 }
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
-# The chat caches' and the turn state's own pools (openmates.redis_client): one async
-# client per event loop and one sync client, each with up to this many connections. A
-# command finding them all busy waits up to REDIS_POOL_TIMEOUT_S for one rather than
-# failing a turn under load.
+# The process's Redis pools (openmates.redis_client): the chat caches' and the turn
+# state's (one async client per event loop, one sync client) and the channel layer's (one
+# per event loop), each with up to this many connections. A command finding them all busy
+# waits up to REDIS_POOL_TIMEOUT_S for one rather than failing a turn under load.
 REDIS_POOL_MAX_CONNECTIONS = env_int("REDIS_POOL_MAX_CONNECTIONS", default=128)
 REDIS_POOL_TIMEOUT_S = env_float("REDIS_POOL_TIMEOUT_S", default=60.0)
 REDIS_SOCKET_TIMEOUT_S = env_float("REDIS_SOCKET_TIMEOUT_S", default=5.0)
@@ -161,7 +161,8 @@ def _channel_layer_key(secret: str) -> str:
 
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        # channels-redis on blocking pools (REDIS_POOL_* above): no "Too many connections".
+        "BACKEND": "openmates.redis_client.ChannelLayer",
         "CONFIG": {
             # redis-py 8 times reads out after 5 s by default, exactly channels-redis's
             # blocking-receive timeout: an idle socket's consumer would crash.

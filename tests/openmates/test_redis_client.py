@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
+import redis.asyncio
 
 from chats import cache
 from openmates import redis_client
@@ -96,3 +97,27 @@ async def test_changed_redis_settings_build_new_clients(settings) -> None:
     assert redis_client.async_client().connection_pool.max_connections == 7
     assert redis_client.sync_client() is not before_sync
     assert redis_client.sync_client().connection_pool.max_connections == 7
+
+
+async def test_the_channel_layer_waits_for_a_pooled_connection_instead_of_failing(
+    settings,
+) -> None:
+    settings.REDIS_POOL_MAX_CONNECTIONS = 2
+    layer = redis_client.ChannelLayer(
+        hosts=[{"address": settings.REDIS_URL, "socket_timeout": 30}],
+        prefix=f"test:{uuid.uuid4().hex[:8]}",
+    )
+    try:
+        pool = layer.connection(0).connection_pool
+        assert isinstance(pool, redis.asyncio.BlockingConnectionPool)
+        assert pool.max_connections == 2
+        channels = [await layer.new_channel() for _ in range(40)]
+        # 40 group joins and 40 group sends at once through 2 connections: all go through.
+        await asyncio.gather(*(layer.group_add("everyone", c) for c in channels))
+        await asyncio.gather(
+            *(layer.group_send("everyone", {"type": "hello", "n": n}) for n in range(40))
+        )
+        first = await asyncio.wait_for(layer.receive(channels[0]), 10)
+        assert first["type"] == "hello"
+    finally:
+        await layer.flush()
