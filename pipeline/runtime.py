@@ -219,9 +219,9 @@ class TurnRegistry:
 
     async def _run(self, turn: ActiveTurn) -> None:
         record = turn.record
-        position = await state.lease_acquire(chat_id=record.chat_id, task_id=record.task_id)
+        # One round trip: the lease (or a place in the queue) and the record saying which.
+        position = await state.lease_acquire_recorded(record)
         if position:
-            await state.record_save(record)
             await self._announce(record)
             await self._emit(
                 turn,
@@ -236,7 +236,8 @@ class TurnRegistry:
         else:
             turn.lease_held = True
         turn.record = state.TaskRecord(**{**_record_fields(record), "state": "running"})
-        await state.record_save(turn.record)
+        if position:
+            await state.record_save(turn.record)
         if not position:
             # Other sockets catch up when they subscribe: the announcement need not
             # delay this socket's first frames.

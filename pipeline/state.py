@@ -78,32 +78,53 @@ def _cancel_key(task_id: str) -> str:
 
 _RUNNING_KEY = f"{PREFIX}turns:running"
 
-# Take the lease when it is free and the task is first in line; otherwise queue the task.
-# The task's own alive key (KEYS[3]) is refreshed first, for ARGV[4] ms; heads whose
-# waiter stopped refreshing theirs (a dead process) are dropped. Returns 0 when the lease
-# was taken, else the task's 1-based queue position.
-_ACQUIRE = """
-local lease, queue, task, ttl, prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
-redis.call('SET', KEYS[3], 1, 'PX', ARGV[4])
-while true do
-  local head = redis.call('LINDEX', queue, 0)
-  if (not head) or head == task then break end
-  if redis.call('EXISTS', prefix .. 'turn:' .. head .. ':alive') == 1 then break end
-  redis.call('LPOP', queue)
-end
-local holder = redis.call('GET', lease)
-if holder == task then return 0 end
-if not holder then
-  local head = redis.call('LINDEX', queue, 0)
-  if (not head) or head == task then
-    if head then redis.call('LPOP', queue) end
-    redis.call('SET', lease, task, 'PX', ttl)
-    return 0
+# acquire(): take the lease (KEYS[1]) when it is free and the task (ARGV[1]) is first in
+# line; otherwise queue the task (KEYS[2]). The task's own alive key (KEYS[3]) is
+# refreshed first, for ARGV[4] ms; heads whose waiter stopped refreshing theirs (a dead
+# process) are dropped. Returns 0 when the lease was taken (for ARGV[2] ms), else the
+# task's 1-based queue position.
+_ACQUIRE_FUNCTION = """
+local function acquire()
+  local lease, queue, task, ttl, prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+  redis.call('SET', KEYS[3], 1, 'PX', ARGV[4])
+  while true do
+    local head = redis.call('LINDEX', queue, 0)
+    if (not head) or head == task then break end
+    if redis.call('EXISTS', prefix .. 'turn:' .. head .. ':alive') == 1 then break end
+    redis.call('LPOP', queue)
   end
+  local holder = redis.call('GET', lease)
+  if holder == task then return 0 end
+  if not holder then
+    local head = redis.call('LINDEX', queue, 0)
+    if (not head) or head == task then
+      if head then redis.call('LPOP', queue) end
+      redis.call('SET', lease, task, 'PX', ttl)
+      return 0
+    end
+  end
+  if not redis.call('LPOS', queue, task) then redis.call('RPUSH', queue, task) end
+  return redis.call('LPOS', queue, task) + 1
 end
-if not redis.call('LPOS', queue, task) then redis.call('RPUSH', queue, task) end
-return redis.call('LPOS', queue, task) + 1
 """
+_ACQUIRE = _ACQUIRE_FUNCTION + "return acquire()\n"
+# acquire(), then the task's record (KEYS[4], hash fields ARGV[6..]) saved with state
+# running or queued by the outcome, for ARGV[5] s, indexed by user (KEYS[5]) and in the
+# running set (KEYS[6]): what record_save writes.
+_ACQUIRE_AND_RECORD = (
+    _ACQUIRE_FUNCTION
+    + """
+local position = acquire()
+local ttl = tonumber(ARGV[5])
+redis.call('HSET', KEYS[4], 'state', position == 0 and 'running' or 'queued',
+           unpack(ARGV, 6))
+redis.call('EXPIRE', KEYS[4], ttl)
+redis.call('SADD', KEYS[5], ARGV[1])
+redis.call('EXPIRE', KEYS[5], ttl)
+redis.call('SADD', KEYS[6], ARGV[1])
+return position
+"""
+)
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 redis.call('LREM', KEYS[2], 0, ARGV[1])
@@ -165,6 +186,34 @@ async def lease_acquire(*, chat_id: str, task_id: str) -> int:
         int(lease_ttl_s() * 1000),
         PREFIX,
         int(alive_ttl_s() * 1000),
+    )
+    return int(result)
+
+
+async def lease_acquire_recorded(record: TaskRecord) -> int:
+    """:func:`lease_acquire` for ``record``'s task, saving its record in the same round
+    trip (as :func:`record_save` does) with state ``running`` when the lease was taken
+    (returns 0), else ``queued`` (returns the 1-based queue position)."""
+    fields = [
+        *("user_id", record.user_id, "chat_id", record.chat_id),
+        *("message_id", record.message_id, "assistant_message_id", record.assistant_message_id),
+        *("owner", record.owner),
+    ]
+    result = await redis_client().eval(
+        _ACQUIRE_AND_RECORD,
+        6,
+        _lease_key(record.chat_id),
+        _queue_key(record.chat_id),
+        _alive_key(record.task_id),
+        _record_key(record.task_id),
+        _user_key(record.user_id),
+        _RUNNING_KEY,
+        record.task_id,
+        int(lease_ttl_s() * 1000),
+        PREFIX,
+        int(alive_ttl_s() * 1000),
+        RECORD_TTL_S,
+        *fields,
     )
     return int(result)
 
