@@ -2,7 +2,9 @@
 
 ``tokens=N`` in the last message asks for N tokens, ``per_chunk=K`` for K tokens per SSE
 event (default 1), ``gap_ms=G`` for a pause after each event (default none: events are
-written 200 at a time). Run it in its own process: ``serve_instant_model(port)`` blocks.
+written 200 at a time). ``GET /v1/last`` answers the last completion request's body, so a
+bench can send LiteLLM exactly what the server sent. Run it in its own process:
+``serve_instant_model(port)`` blocks.
 """
 
 from __future__ import annotations
@@ -28,8 +30,15 @@ def serve_instant_model(port: int) -> None:
             body["usage"] = usage
         return b"data: " + json.dumps(body).encode() + b"\n\n"
 
+    last: dict[str, Any] = {}
+
+    async def last_request(request: web.Request) -> web.Response:
+        return web.json_response(last)
+
     async def completions(request: web.Request) -> web.StreamResponse:
         payload = await request.json()
+        last.clear()
+        last.update(payload)
         prompt = str(payload["messages"][-1].get("content") or "")
         settings = dict(part.split("=", 1) for part in prompt.split() if "=" in part)
         tokens, gap = int(settings.get("tokens", 3)), float(settings.get("gap_ms", 0)) / 1000
@@ -52,4 +61,5 @@ def serve_instant_model(port: int) -> None:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_get("/v1/last", last_request)
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)

@@ -7,14 +7,17 @@ and ``pipeline.turn`` take before the model is called, and the model stream itse
 wrapped in timers: each call's wall time (for a generator, the time to its first item)
 goes to a per-step list. ``turn.first_delta`` is a socket's ``message.send`` received →
 its first ``stream.delta`` handed to Daphne. At exit the process writes
-``{step: {"calls", "p50_ms", "total_ms"}}`` as JSON to ``$BENCH_TRACE_FILE``; with one
-client sending turns one after another, ``total_ms / turns`` is a step's share of a turn.
+``{step: {"calls", "p50_ms", "max_ms", "total_ms"}}`` as JSON to ``$BENCH_TRACE_FILE``
+(also each SQL statement by verb and table, and each garbage collection's pause); with
+one client sending turns one after another, ``total_ms / turns`` is a step's share of a
+turn.
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
+import gc
 import inspect
 import json
 import os
@@ -108,6 +111,20 @@ def _install() -> None:
         setattr(registry, name, _timed_async(f"runtime.{name}", getattr(registry, name)))
     _time_first_delta(consumers.ChatConsumer)
     _time_queries()
+    _time_collections()
+
+
+def _time_collections() -> None:
+    """Each garbage collection's pause, by generation (``gc.gen0`` … ``gc.gen2``)."""
+    started: list[float] = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            _times[f"gc.gen{info['generation']}"].append(time.perf_counter() - started[0])
+
+    gc.callbacks.append(callback)
 
 
 def _time_queries() -> None:
@@ -155,6 +172,7 @@ def _dump() -> None:
         label: {
             "calls": len(values),
             "p50_ms": round(statistics.median(values) * 1000, 3),
+            "max_ms": round(max(values) * 1000, 3),
             "total_ms": round(sum(values) * 1000, 1),
         }
         for label, values in _times.items()

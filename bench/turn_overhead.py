@@ -15,8 +15,9 @@ Prints:
     follow_up_overhead_p50: … ms         message.send frame out → first stream.delta in
     follow_up_overhead_p99: … ms         (a follow-up in a cached chat; instant model)
     litellm_stream_first_token_p50: … ms LiteLLM's acompletion(stream=True) from this
-                                         process to the same model, to its first content
-                                         chunk (alternating with the turns above)
+                                         process to the same model with the messages the
+                                         turn just sent it, to its first content chunk
+                                         (alternating with the turns above)
     pipeline_added_p50: … ms             follow_up_overhead_p50 minus the line above
     relay_tokens_per_s: …                model tokens relayed to one client per second
                                          (one token per SSE event from the model)
@@ -63,10 +64,7 @@ SERVER_APP = "openmates.asgi:application"
 # Same Daphne flags, same clients, same frames; no pipeline (bench/floor_asgi.py).
 FLOOR_APP = "bench.floor_asgi:application"
 TRACE_APP = "bench.trace_asgi:application"
-FOLLOW_UP_MESSAGES = [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": "And a follow-up question tokens=3"},
-]
+FOLLOW_UP_QUESTION = "And a follow-up question tokens=3"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -243,12 +241,13 @@ class Client:
     async def turn(self, content: str, *, wait_s: float = 120) -> Outcome:
         """Send a message and read frames until ``stream.done`` (or ``wait_s`` of silence)."""
         started = time.perf_counter()
+        message_id = _uuid7()
         await self.socket.send(
             json.dumps(
                 {
                     "type": "message.send",
                     "chat_id": self.chat_id,
-                    "message_id": _uuid7(),
+                    "message_id": message_id,
                     "content": content,
                 }
             )
@@ -257,20 +256,27 @@ class Client:
         errors: list[str] = []
         status = "timeout"
         done: dict[str, Any] = {}
+        task_id = None
         try:
             while True:
                 frame = json.loads(await asyncio.wait_for(self.socket.recv(), wait_s))
-                if frame["type"] == "stream.delta":
+                kind = frame["type"]
+                if kind == "message.accepted" and frame.get("message_id") == message_id:
+                    task_id = frame["task_id"]
+                elif task_id is not None and frame.get("task_id") not in (None, task_id):
+                    _say(f"a frame of another turn: {json.dumps(frame)[:300]}")
+                elif kind == "stream.delta":
                     arrivals.append(time.perf_counter())
-                elif frame["type"] == "error":
+                elif kind == "error":
                     errors.append(str(frame.get("code")))
-                elif frame["type"] == "stream.done":
+                elif kind == "stream.done":
                     status, done = str(frame["status"]), frame
                     break
         except TimeoutError:
             status = "timeout"
         except Exception as exc:  # the socket closed under load: a failed turn as well
-            status = f"closed:{type(exc).__name__}"
+            code = getattr(getattr(exc, "rcvd", None), "code", None)
+            status = f"closed:{type(exc).__name__}:{code}"
         first = arrivals[0] - started if arrivals else float("nan")
         return Outcome(first, arrivals, status, errors, done)
 
@@ -281,7 +287,16 @@ class Client:
         return outcome
 
 
-async def _litellm_first_token(api_base: str) -> float:
+async def _last_messages(api_base: str) -> list[dict[str, Any]]:
+    """The messages of the model's last request (the server's latest turn sent them)."""
+    import httpx
+
+    async with httpx.AsyncClient() as http:
+        body = (await http.get(f"{api_base}/last")).json()
+    return list(body["messages"])
+
+
+async def _litellm_first_token(api_base: str, messages: list[dict[str, Any]]) -> float:
     """Seconds from LiteLLM's ``acompletion(stream=True)`` to its first content chunk."""
     import litellm  # noqa: TID251 (the bench measures LiteLLM itself)
 
@@ -290,7 +305,7 @@ async def _litellm_first_token(api_base: str) -> float:
         model="openai/instant",
         api_base=api_base,
         api_key="bench",
-        messages=FOLLOW_UP_MESSAGES,
+        messages=messages,
         stream=True,
         num_retries=0,
     )
@@ -308,15 +323,19 @@ async def _follow_up_overhead(
     await client.turn_ok("Hello there tokens=3")  # makes every later message a follow-up
     latencies, bare = [], []
     for _ in range(samples + 10):
-        outcome = await client.turn_ok(FOLLOW_UP_MESSAGES[-1]["content"])
+        outcome = await client.turn_ok(FOLLOW_UP_QUESTION)
         latencies.append(outcome.first * 1000)
-        bare.append(await _litellm_first_token(api_base) * 1000)
+        # The same request the turn made (system prompt, the chat's history, question).
+        messages = await _last_messages(api_base)
+        bare.append(await _litellm_first_token(api_base, messages) * 1000)
     return latencies[10:], bare[10:]
 
 
 async def _relay(client: Client, tokens: int, per_chunk: int = 1) -> float:
     outcome = await client.turn_ok(f"Write a lot tokens={tokens} per_chunk={per_chunk}")
-    assert outcome.done["usage"]["completion_tokens"] == tokens
+    relayed = outcome.done["usage"]["completion_tokens"]
+    if relayed != tokens:
+        _say(f"the model sent {relayed} tokens of {tokens} ({outcome.done.get('finish_reason')})")
     return tokens / max(outcome.arrivals[-1] - outcome.arrivals[0], 1e-9)
 
 
@@ -351,6 +370,21 @@ def _gaps_ms(outcomes: list[Outcome]) -> list[float]:
     return gaps or [float("nan")]
 
 
+def _server_errors(log: Path, lines: int = 60) -> None:
+    """The server log's warnings and errors so far (why turns failed), on stderr."""
+    text = log.read_text(errors="replace").splitlines() if log.exists() else []
+    kept = [line for line in text if " WARNING " in line or " ERROR " in line]
+    counts = Counter(line.split(" ", 2)[-1][:160] for line in kept)
+    _say(f"server log: {len(kept)} warnings and errors, most frequent first:")
+    for line, count in counts.most_common(lines // 4):
+        print(f"#   {count:5d} x {line}", file=sys.stderr)
+    start = next((n for n, line in enumerate(text) if line.startswith("Traceback")), None)
+    if start is not None:
+        _say("the first traceback:")
+        for line in text[start : start + lines]:
+            print(f"#   {line[:300]}", file=sys.stderr)
+
+
 def _say(text: str) -> None:
     print(f"# {text}", file=sys.stderr, flush=True)
 
@@ -372,7 +406,8 @@ async def _drive(
     print(f"relay_tokens_per_s: {rate:,.0f}", flush=True)
     # The same with the model sending 8 tokens per SSE event: LiteLLM's per-event cost
     # bounds the line above; this one shows what the relay carries when it does not.
-    rate = await _relay(first, args.tokens * 4, per_chunk=8)
+    # Twice the tokens: the reply stays within PIPELINE_MAX_REPLY_BYTES (512 KiB).
+    rate = await _relay(first, args.tokens * 2, per_chunk=8)
     print(f"relay_tokens_per_s_8_token_chunks: {rate:,.0f}", flush=True)
     await first.socket.close()
     for streams in args.streams:
@@ -393,6 +428,7 @@ async def _drive(
         print(f"failed_turns_{streams}_streams: {len(failed)}", flush=True)
         if codes:
             print(f"failed_turn_codes_{streams}_streams: {dict(codes)}", flush=True)
+            _server_errors(args.server_log)
         if any(o.failed for o in floor):
             print(f"failed_floor_turns_{streams}_streams: {sum(o.failed for o in floor)}")
 
@@ -403,10 +439,11 @@ def _print_trace(path: Path, turns: int) -> None:
         _say("the traced server wrote no timings")
         return
     steps = json.loads(path.read_text())
-    print(f"# per follow-up turn ({turns} turns): step, calls/turn, p50 ms, ms/turn")
+    print(f"# per follow-up turn ({turns} turns): step, calls/turn, p50 ms, max ms, ms/turn")
     for label, step in sorted(steps.items(), key=lambda item: -item[1]["total_ms"]):
-        share = step["total_ms"] / turns
-        print(f"#   {label:45} {step['calls'] / turns:5.1f} {step['p50_ms']:8.3f} {share:8.3f}")
+        calls, share = step["calls"] / turns, step["total_ms"] / turns
+        p50, top = step["p50_ms"], step["max_ms"]
+        print(f"#   {label:45} {calls:5.1f} {p50:8.3f} {top:8.1f} {share:8.3f}")
 
 
 def _streams_list(text: str) -> list[int]:
@@ -429,6 +466,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="openmates-bench-turn-"))
     model_port, server_port, floor_port = _free_port(), _free_port(), _free_port()
     args.api_base = f"http://127.0.0.1:{model_port}/v1"
+    args.server_log = root / "daphne.log"
     model = multiprocessing.Process(target=serve_instant_model, args=(model_port,), daemon=True)
     model.start()
     services: list[Any] = []
