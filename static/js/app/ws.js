@@ -141,8 +141,15 @@ export class ChatSocket extends EventTarget {
       return;
     }
     if (!frame || typeof frame.type !== "string") return;
+    this.settle(frame);
+    frame = this.inSequence(frame);
+    if (frame) this.emit(frame.type, frame);
+  }
+
+  // Settles the request a frame answers: by its request_id, or without one by the first
+  // request about the same chat waiting for that type.
+  settle(frame) {
     if (!frame.request_id && frame.chat_id) {
-      // An answer without the request_id still settles a request about the same chat.
       for (const [requestId, waiter] of this.pending) {
         if (waiter.chatId === frame.chat_id && waiter.types.includes(frame.type)) {
           this.pending.delete(requestId);
@@ -151,21 +158,25 @@ export class ChatSocket extends EventTarget {
         }
       }
     }
-    if (frame.request_id && this.pending.has(frame.request_id)) {
-      // This tab asked: its own code handles the answer (handlers can tell by this flag).
-      frame.answersOwnRequest = true;
-      const waiter = this.pending.get(frame.request_id);
-      if (frame.type === "error") {
-        this.pending.delete(frame.request_id);
-        const error = new Error(frame.message || frame.code);
-        error.code = frame.code;
-        error.frame = frame;
-        waiter.reject(error);
-      } else if (waiter.types.includes(frame.type)) {
-        this.pending.delete(frame.request_id);
-        waiter.resolve(frame);
-      }
+    if (!frame.request_id || !this.pending.has(frame.request_id)) return;
+    // This tab asked: its own code handles the answer (handlers can tell by this flag).
+    frame.answersOwnRequest = true;
+    const waiter = this.pending.get(frame.request_id);
+    if (frame.type === "error") {
+      this.pending.delete(frame.request_id);
+      const error = new Error(frame.message || frame.code);
+      error.code = frame.code;
+      error.frame = frame;
+      waiter.reject(error);
+    } else if (waiter.types.includes(frame.type)) {
+      this.pending.delete(frame.request_id);
+      waiter.resolve(frame);
     }
+  }
+
+  // The frame to dispatch, after the turn streams' bookkeeping: null for a delta already
+  // had or out of sequence, or a snapshot part before the last.
+  inSequence(frame) {
     switch (frame.type) {
       case "task.active":
         for (const task of frame.tasks || []) {
@@ -174,46 +185,52 @@ export class ChatSocket extends EventTarget {
           stream.resuming = false;
           this.resume(task.task_id);
         }
-        break;
+        return frame;
       case "message.accepted":
         this.track(frame.task_id, frame.chat_id, frame.assistant_message_id, 0);
-        break;
-      case "stream.delta": {
-        this.track(frame.task_id, frame.chat_id, frame.message_id, 0);
-        const stream = this.streams.get(frame.task_id);
-        if (frame.sequence <= stream.last) return; // already have it (another copy)
-        if (stream.resuming || frame.sequence !== stream.last + 1) {
-          this.resume(frame.task_id); // a gap: ask for a snapshot
-          return;
-        }
-        stream.last = frame.sequence;
-        break;
-      }
-      case "stream.snapshot": {
-        this.track(frame.task_id, frame.chat_id, frame.message_id, 0);
-        const stream = this.streams.get(frame.task_id);
-        if (frame.parts > 1) {
-          frame = this.snapshotParts(stream, frame);
-          if (!frame) return;
-        }
-        stream.resuming = false;
-        if (frame.sequence < stream.last) return;
-        stream.last = frame.sequence;
-        break;
-      }
-      case "stream.done": {
-        // Whether this tab holds every delta of the reply: a stream.done too long to carry
-        // its content (content_omitted) is then answered from them.
-        const stream = this.streams.get(frame.task_id);
-        frame.deltasComplete = Boolean(stream) && typeof frame.sequence === "number"
-          && !stream.resuming && stream.last === frame.sequence;
-        this.streams.delete(frame.task_id);
-        break;
-      }
+        return frame;
+      case "stream.delta":
+        return this.deltaInSequence(frame);
+      case "stream.snapshot":
+        return this.snapshotInSequence(frame);
+      case "stream.done":
+        this.streamDone(frame);
+        return frame;
       default:
-        break;
+        return frame;
     }
-    this.emit(frame.type, frame);
+  }
+
+  deltaInSequence(frame) {
+    this.track(frame.task_id, frame.chat_id, frame.message_id, 0);
+    const stream = this.streams.get(frame.task_id);
+    if (frame.sequence <= stream.last) return null; // already have it (another copy)
+    if (stream.resuming || frame.sequence !== stream.last + 1) {
+      this.resume(frame.task_id); // a gap: ask for a snapshot
+      return null;
+    }
+    stream.last = frame.sequence;
+    return frame;
+  }
+
+  snapshotInSequence(frame) {
+    this.track(frame.task_id, frame.chat_id, frame.message_id, 0);
+    const stream = this.streams.get(frame.task_id);
+    const whole = frame.parts > 1 ? this.snapshotParts(stream, frame) : frame;
+    if (!whole) return null;
+    stream.resuming = false;
+    if (whole.sequence < stream.last) return null;
+    stream.last = whole.sequence;
+    return whole;
+  }
+
+  // Whether this tab holds every delta of the reply: a stream.done too long to carry its
+  // content (content_omitted) is then answered from them.
+  streamDone(frame) {
+    const stream = this.streams.get(frame.task_id);
+    frame.deltasComplete = Boolean(stream) && typeof frame.sequence === "number"
+      && !stream.resuming && stream.last === frame.sequence;
+    this.streams.delete(frame.task_id);
   }
 }
 
