@@ -79,13 +79,9 @@ function describe(error) {
   return "Something went wrong. Check your connection and try again.";
 }
 
-// Wires the three screens; `onUnlocked(userKeys)` runs once the keyring is unlocked.
-export function setupKeyScreens({ userId, onUnlocked }) {
-  let userKeys = null;
-  let recoveryText = "";
-  meter("setup-passphrase", "setup-strength-bar", "setup-strength-text");
-  meter("recover-passphrase", "recover-strength-bar", "recover-strength-text");
-
+// First set-up: checks the login password, creates and saves the user keys, then shows
+// the recovery key once.
+function setupCreateForm(session, userId) {
   $("setup-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const error = $("setup-error");
@@ -107,12 +103,12 @@ export function setupKeyScreens({ userId, onUnlocked }) {
       error.textContent = "Creating your keys…";
       const created = await keyring.createUserKeys({ userId, passphrase, loginPassword });
       const saved = await api("PUT", KEYS_URL, created.userKeys);
-      userKeys = { ...created.userKeys, version: saved.version };
-      recoveryText = created.recoveryKey;
+      session.userKeys = { ...created.userKeys, version: saved.version };
+      session.recoveryText = created.recoveryKey;
       error.textContent = "";
       $("setup-form").hidden = true;
       $("setup-recovery").hidden = false;
-      $("setup-recovery-key").textContent = recoveryText;
+      $("setup-recovery-key").textContent = session.recoveryText;
       $("setup-copy").focus();
     } catch (caught) {
       keyring.lock();
@@ -122,16 +118,20 @@ export function setupKeyScreens({ userId, onUnlocked }) {
       $("setup-login-password").value = "";
     }
   });
+}
+
+// The recovery key shown once: copy, download, and go on once the user saved it.
+function setupRecoverySheet(session, onUnlocked) {
   $("setup-copy").addEventListener("click", async () => {
     try {
-      await navigator.clipboard.writeText(recoveryText);
+      await navigator.clipboard.writeText(session.recoveryText);
       $("setup-copy-status").textContent = "Copied.";
     } catch (error) {
       $("setup-copy-status").textContent = "Copying failed; select the key and copy it by hand.";
     }
   });
   $("setup-download").addEventListener("click", () => {
-    const blob = new Blob([`OpenMates recovery key\n\n${recoveryText}\n`], { type: "text/plain" });
+    const blob = new Blob([`OpenMates recovery key\n\n${session.recoveryText}\n`], { type: "text/plain" });
     const link = document.createElement("a");
     link.href = URL.createObjectURL(blob);
     link.download = "openmates-recovery-key.txt";
@@ -143,22 +143,24 @@ export function setupKeyScreens({ userId, onUnlocked }) {
     $("setup-continue").disabled = !$("setup-saved").checked;
   });
   $("setup-continue").addEventListener("click", () => {
-    recoveryText = "";
+    session.recoveryText = "";
     $("setup-recovery-key").textContent = "";
-    onUnlocked(userKeys);
+    onUnlocked(session.userKeys);
   });
+}
 
+function setupUnlockForm(session, userId, onUnlocked) {
   $("unlock-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const error = $("unlock-error");
     error.textContent = "Unlocking…";
     $("unlock-submit").disabled = true;
     try {
-      userKeys = userKeys || (await fetchUserKeys());
-      await keyring.unlock({ userId, userKeys, passphrase: $("unlock-passphrase").value });
+      session.userKeys = session.userKeys || (await fetchUserKeys());
+      await keyring.unlock({ userId, userKeys: session.userKeys, passphrase: $("unlock-passphrase").value });
       error.textContent = "";
       $("unlock-passphrase").value = "";
-      onUnlocked(userKeys);
+      onUnlocked(session.userKeys);
     } catch (caught) {
       error.textContent = describe(caught);
       $("unlock-passphrase").select();
@@ -168,7 +170,10 @@ export function setupKeyScreens({ userId, onUnlocked }) {
   });
   $("unlock-forgot").addEventListener("click", () => showScreen("screen-recover"));
   $("recover-back").addEventListener("click", () => showScreen("screen-unlock"));
+}
 
+// Reset with the recovery key: a new passphrase over the same user keys.
+function setupRecoverForm(session, userId, onUnlocked) {
   $("recover-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const error = $("recover-error");
@@ -183,16 +188,16 @@ export function setupKeyScreens({ userId, onUnlocked }) {
         error.textContent = "That is not your login password.";
         return;
       }
-      userKeys = userKeys || (await fetchUserKeys());
+      session.userKeys = session.userKeys || (await fetchUserKeys());
       const updated = await keyring.changePassphrase({
-        userId, userKeys, recoveryKey: $("recover-key").value, newPassphrase: passphrase, loginPassword,
+        userId, userKeys: session.userKeys, recoveryKey: $("recover-key").value, newPassphrase: passphrase, loginPassword,
       });
-      const saved = await api("PUT", KEYS_URL, { ...updated, version: userKeys.version });
-      userKeys = { ...updated, version: saved.version };
+      const saved = await api("PUT", KEYS_URL, { ...updated, version: session.userKeys.version });
+      session.userKeys = { ...updated, version: saved.version };
       $("recover-key").value = "";
       $("recover-passphrase").value = "";
       $("recover-passphrase2").value = "";
-      onUnlocked(userKeys);
+      onUnlocked(session.userKeys);
     } catch (caught) {
       keyring.lock();
       error.textContent = describe(caught);
@@ -201,11 +206,23 @@ export function setupKeyScreens({ userId, onUnlocked }) {
       $("recover-login-password").value = "";
     }
   });
+}
 
+// Wires the three screens; `onUnlocked(userKeys)` runs once the keyring is unlocked.
+// Returns {start(): shows set-up or unlock, lock(): locks the keyring, back to unlock}.
+export function setupKeyScreens({ userId, onUnlocked }) {
+  // The user's stored keys once read or made, and the recovery key while it is shown.
+  const session = { userKeys: null, recoveryText: "" };
+  meter("setup-passphrase", "setup-strength-bar", "setup-strength-text");
+  meter("recover-passphrase", "recover-strength-bar", "recover-strength-text");
+  setupCreateForm(session, userId);
+  setupRecoverySheet(session, onUnlocked);
+  setupUnlockForm(session, userId, onUnlocked);
+  setupRecoverForm(session, userId, onUnlocked);
   return {
     async start() {
-      userKeys = await fetchUserKeys();
-      showScreen(userKeys ? "screen-unlock" : "screen-setup");
+      session.userKeys = await fetchUserKeys();
+      showScreen(session.userKeys ? "screen-unlock" : "screen-setup");
     },
     lock() {
       keyring.lock();
