@@ -7,7 +7,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 
-from chats.models import Chat, Message, MessageStatus, UserKeys
+from chats.models import Chat, Embed, Message, MessageRole, MessageStatus, UserKeys
 
 
 def chat_get_for_user(*, chat_id: str, user: Any) -> Chat | None:
@@ -54,6 +54,25 @@ def chat_done_message_count(*, chat_id: str, exclude_message_id: str | None = No
 
 
 achat_done_message_count = sync_to_async(chat_done_message_count)
+
+
+async def auser_message_status(*, chat_id: str, message_id: str) -> str | None:
+    """The status of the user message ``message_id`` of chat ``chat_id``, or ``None`` when
+    the chat has no such user message."""
+    return await (
+        Message.objects.filter(pk=message_id, chat_id=chat_id, role=MessageRole.USER)
+        .values_list("status", flat=True)
+        .afirst()
+    )
+
+
+async def aembed_chat_id_for_user(*, embed_id: str, user_id: int) -> str | None:
+    """The chat of embed ``embed_id`` when one of ``user_id``'s chats holds it, else ``None``."""
+    return await (
+        Embed.objects.filter(pk=embed_id, chat__owner_id=user_id)
+        .values_list("chat_id", flat=True)
+        .afirst()
+    )
 
 
 def user_keys_get(*, user: Any) -> UserKeys | None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from chats import cache
@@ -281,41 +281,6 @@ def _message_create(*, chat: Chat, message_id: str, role: str, status: str) -> M
     return message
 
 
-def turn_messages_accept(
-    *, chat: Chat, user: Any, message_id: str, assistant_message_id: str
-) -> bool:
-    """Record a user message and the assistant message answering it (one transaction).
-
-    Idempotent like :func:`user_message_accept`: returns ``False`` (and creates nothing)
-    when the user message already exists in this chat, ``True`` when both were created.
-
-    Raises:
-        NotFound: ``user`` does not own ``chat``, or the chat is gone.
-        IdInUse: ``message_id`` names a message of another chat or role, or
-            ``assistant_message_id`` is taken.
-    """
-    if chat.owner_id != user.pk:
-        raise NotFound(f"chat {chat.pk} not found")
-    existing = Message.objects.filter(pk__in=(message_id, assistant_message_id)).values_list(
-        "id", "chat_id", "role"
-    )
-    for found_id, chat_id, role in existing:
-        if found_id == message_id and chat_id == chat.pk and role == MessageRole.USER:
-            return False
-        raise IdInUse(f"message id {found_id} is already in use")
-    try:
-        _messages_create(
-            chat=chat,
-            specs=[(message_id, MessageRole.USER), (assistant_message_id, MessageRole.ASSISTANT)],
-        )
-    except IntegrityError:
-        # Two sockets raced with the same id: the other one created it.
-        if Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).exists():
-            return False
-        raise IdInUse(f"message id {message_id} is already in use") from None
-    return True
-
-
 def user_message_accept(*, chat: Chat, message_id: str, user: Any) -> tuple[Message, bool]:
     """Record the user's message (status ``pending`` until its turn ends); idempotent.
 
@@ -382,10 +347,17 @@ def message_status_set(*, message_id: str, status: str) -> None:
         if chat_id is None:
             raise NotFound(f"message {message_id} not found")
         _lock_chat(chat_id)
-        new_version = _bump_chat(chat_id)
-        Message.objects.filter(pk=message_id).update(
-            status=status, chat_version=new_version, updated_at=timezone.now()
-        )
+        _status_write(chat_id=chat_id, message_id=message_id, status=status)
+
+
+def _status_write(*, chat_id: str, message_id: str, status: str) -> int:
+    """Set a message's status inside the caller's transaction (the chat locked): the chat's
+    version rises by one and the message records it. Returns the rows changed (0 or 1);
+    the version rises either way, so callers check the message exists or roll back."""
+    new_version = _bump_chat(chat_id)
+    return Message.objects.filter(pk=message_id, chat_id=chat_id).update(
+        status=status, chat_version=new_version, updated_at=timezone.now()
+    )
 
 
 def assistant_reply_keep(
@@ -497,6 +469,210 @@ def message_store(*, chat: Chat, message_id: str, encrypted_content: str, versio
         message.chat_version = _bump_chat(chat.pk)
         message.save()
     return message
+
+
+# --- Turns: every write of a turn is one service and one transaction ---------------------
+
+RETRYABLE_STATUSES = (MessageStatus.FAILED, MessageStatus.INTERRUPTED, MessageStatus.CANCELLED)
+UNFINISHED_STATUSES = (MessageStatus.PENDING, MessageStatus.STREAMING)
+
+
+class NotRetryable(Exception):  # noqa: N818 - reads as the condition it reports
+    """The user message's turn did not end failed, interrupted or cancelled; ``status``
+    is the message's status."""
+
+    def __init__(self, message: str, *, status: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def turn_accept(*, chat: Chat, user: Any, message_id: str, assistant_message_id: str) -> bool:
+    """Accept a turn: write the user message and the assistant message answering it (both
+    ``pending``; the chat's version and message count rise by two), one transaction.
+
+    Idempotent: returns ``False`` (and writes nothing) when the user message already
+    exists in this chat, ``True`` when both were written.
+
+    Raises:
+        NotFound: ``user`` does not own ``chat``, or the chat is gone.
+        IdInUse: ``message_id`` names a message of another chat or role, or
+            ``assistant_message_id`` is taken.
+    """
+    if chat.owner_id != user.pk:
+        raise NotFound(f"chat {chat.pk} not found")
+    existing = Message.objects.filter(pk__in=(message_id, assistant_message_id)).values_list(
+        "id", "chat_id", "role"
+    )
+    for found_id, chat_id, role in existing:
+        if found_id == message_id and chat_id == chat.pk and role == MessageRole.USER:
+            return False
+        raise IdInUse(f"message id {found_id} is already in use")
+    try:
+        _messages_create(
+            chat=chat,
+            specs=[(message_id, MessageRole.USER), (assistant_message_id, MessageRole.ASSISTANT)],
+        )
+    except IntegrityError:
+        # Two sockets raced with the same id: the other one created it.
+        if Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).exists():
+            return False
+        raise IdInUse(f"message id {message_id} is already in use") from None
+    return True
+
+
+def turn_retry(*, chat: Chat, message_id: str, assistant_message_id: str) -> None:
+    """Reopen a turn (``message.retry``): write the user message's status back to
+    ``pending`` and a new assistant message (``pending``), one transaction; the chat's
+    version rises by two and its message count by one.
+
+    The status is checked under the chat's and the message's row locks, so of two
+    retries racing for one message only one reopens it.
+
+    Raises:
+        NotFound: no such user message in ``chat``, or the chat is gone.
+        NotRetryable: the message's turn did not end failed, interrupted or cancelled.
+        IdInUse: ``assistant_message_id`` is taken.
+    """
+    with transaction.atomic():
+        if not _lock_chat(chat.pk):
+            raise NotFound(f"chat {chat.pk} not found")
+        status = (
+            Message.objects.select_for_update()
+            .filter(pk=message_id, chat_id=chat.pk, role=MessageRole.USER)
+            .values_list("status", flat=True)
+            .first()
+        )
+        if status is None:
+            raise NotFound(f"message {message_id} not found in chat {chat.pk}")
+        if status not in RETRYABLE_STATUSES:
+            raise NotRetryable(f"message {message_id} is {status}", status=status)
+        _status_write(chat_id=chat.pk, message_id=message_id, status=MessageStatus.PENDING)
+        try:
+            _messages_create(chat=chat, specs=[(assistant_message_id, MessageRole.ASSISTANT)])
+        except IntegrityError as exc:
+            raise IdInUse(f"message id {assistant_message_id} is already in use") from exc
+
+
+def turn_finish(
+    *,
+    chat: Chat,
+    message_id: str,
+    assistant_message_id: str,
+    status: str,
+    content: str,
+    reply: str,
+    model: str,
+    usage: dict[str, int] | None,
+    title: str | None = None,
+) -> None:
+    """Finish a turn, one transaction: write both messages' final ``status``; the reply's
+    sealed server copy with ``model`` and ``usage`` (``{"prompt_tokens",
+    "completion_tokens"}``) when ``reply`` has text; the user's ``content`` sealed, in a
+    server-managed chat always (and ``title``, when given, as its sealed title), in a
+    client-encrypted one only while its client has not stored its own ciphertext (the
+    tab may have closed before its ``message.store``). The chat's version rises by one
+    per message, which each records.
+
+    The texts are sealed before the transaction opens (a cold data key asks Vault), so
+    no row lock waits on Vault.
+
+    Raises:
+        ValueError: unknown ``status``.
+        NotFound: the chat or one of the messages is gone (deleted meanwhile).
+        openmates.vault.VaultError: Vault is unreachable on a cold data key.
+    Nothing is written when it raises.
+    """
+    if status not in MessageStatus.values:
+        raise ValueError(f"unknown message status {status!r}")
+    owner_id, server_managed = chat.owner_id, chat.mode == ChatMode.SERVER_MANAGED
+    kept_reply = None
+    if reply:
+        kept_reply = _seal_text(owner_id=owner_id, object_id=assistant_message_id, text=reply)
+    kept_user = None
+    if server_managed or _unstored_user_message(chat_id=chat.pk, message_id=message_id).exists():
+        kept_user = _seal_text(owner_id=owner_id, object_id=message_id, text=content)
+    kept_title = None
+    if server_managed and title:
+        kept_title = _seal_text(owner_id=owner_id, object_id=f"{chat.pk}:title", text=title)
+    with transaction.atomic():
+        if not _lock_chat(chat.pk):
+            raise NotFound(f"chat {chat.pk} not found")
+        _user_message_finish(chat=chat, message_id=message_id, status=status, sealed=kept_user)
+        _reply_finish(
+            chat_id=chat.pk,
+            message_id=assistant_message_id,
+            status=status,
+            sealed=kept_reply,
+            model=model,
+            usage=usage,
+        )
+        if kept_title is not None:
+            Chat.objects.filter(pk=chat.pk).update(server_title=kept_title)
+
+
+def _unstored_user_message(*, chat_id: str, message_id: str) -> QuerySet[Message]:
+    """The user message while its client has stored no ciphertext of it."""
+    return Message.objects.filter(
+        pk=message_id, chat_id=chat_id, role=MessageRole.USER, encrypted_content__isnull=True
+    )
+
+
+def _user_message_finish(*, chat: Chat, message_id: str, status: str, sealed: bytes | None) -> None:
+    """:func:`turn_finish`'s user message (inside its transaction, the chat locked)."""
+    if not _status_write(chat_id=chat.pk, message_id=message_id, status=status):
+        raise NotFound(f"message {message_id} not found in chat {chat.pk}")
+    if sealed is None:
+        return
+    if chat.mode == ChatMode.SERVER_MANAGED:
+        Message.objects.filter(pk=message_id).update(server_content=sealed)
+    else:
+        # Under the chat's lock: a message.store that came first is not overwritten.
+        _unstored_user_message(chat_id=chat.pk, message_id=message_id).update(server_content=sealed)
+
+
+def _reply_finish(
+    *,
+    chat_id: str,
+    message_id: str,
+    status: str,
+    sealed: bytes | None,
+    model: str,
+    usage: dict[str, int] | None,
+) -> None:
+    """:func:`turn_finish`'s assistant message (inside its transaction, the chat locked)."""
+    if not _status_write(chat_id=chat_id, message_id=message_id, status=status):
+        raise NotFound(f"message {message_id} not found in chat {chat_id}")
+    if sealed is not None:
+        usage = usage or {}
+        Message.objects.filter(pk=message_id).update(
+            server_content=sealed,
+            model=model or "",
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+        )
+
+
+def turn_fail(*, message_id: str, assistant_message_id: str) -> int:
+    """Fail a turn that cannot finish (its process is gone, or it crashed before running):
+    write status ``failed`` on whichever of its two messages is still ``pending`` or
+    ``streaming``, one transaction, the chat locked first; a message that is gone or
+    already has its final status is left alone. Returns how many messages were failed.
+    """
+    ids = (message_id, assistant_message_id)
+    with transaction.atomic():
+        for chat_id in sorted(
+            set(Message.objects.filter(pk__in=ids).values_list("chat_id", flat=True))
+        ):
+            _lock_chat(chat_id)
+        unfinished = list(
+            Message.objects.select_for_update()
+            .filter(pk__in=ids, status__in=UNFINISHED_STATUSES)
+            .order_by("pk")
+            .values_list("pk", "chat_id")
+        )
+        for unfinished_id, chat_id in unfinished:
+            _status_write(chat_id=chat_id, message_id=unfinished_id, status=MessageStatus.FAILED)
+    return len(unfinished)
 
 
 # --- Embeds --------------------------------------------------------------------------

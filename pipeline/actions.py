@@ -24,10 +24,10 @@ from django.conf import settings
 
 from chats import cache as chat_cache
 from chats import services as chat_services
-from chats.models import Embed, Message, MessageRole, MessageStatus
-from chats.selectors import achat_get_for_user
+from chats.models import Chat
+from chats.selectors import achat_get_for_user, aembed_chat_id_for_user, auser_message_status
 from chats.sync import sync_phases
-from instances.models import Instance, InstanceMember
+from instances.models import Instance
 from instances.selectors import instance_get_for_user, instance_role_for_user
 from openmates import vault
 from openmates.crypto import DecryptionError
@@ -41,8 +41,6 @@ from pipeline.runtime import TurnControl, TurnRegistry
 from pipeline.turn import TurnRequest, run_turn
 
 logger = logging.getLogger(__name__)
-
-RETRYABLE = (MessageStatus.FAILED, MessageStatus.INTERRUPTED, MessageStatus.CANCELLED)
 
 
 class Socket(Protocol):
@@ -101,7 +99,7 @@ async def dispatch(socket: Socket, frame: p.ClientFrame) -> None:
     await _ACTIONS[frame.type](socket, frame)
 
 
-async def _chat_or_not_found(socket: Socket, chat_id: str) -> Any:
+async def _chat_or_not_found(socket: Socket, chat_id: str) -> Chat:
     chat = await achat_get_for_user(chat_id=chat_id, user=socket.user)
     if chat is None:
         raise FrameError(ErrorCode.NOT_FOUND, "No such chat.", chat_id=chat_id)
@@ -111,10 +109,9 @@ async def _chat_or_not_found(socket: Socket, chat_id: str) -> Any:
 NOT_A_MEMBER = "You are no longer a member of this chat's instance; the chat is read-only."
 
 
-async def _member_or_forbidden(socket: Socket, chat: Any, **ids: str) -> None:
+async def _member_or_forbidden(socket: Socket, chat: Chat, **ids: str) -> None:
     """Raise ``forbidden`` unless the user is a member of ``chat``'s instance now."""
-    member = InstanceMember.objects.filter(instance_id=chat.instance_id, user_id=socket.user.pk)
-    if not await member.aexists():
+    if await db_call(instance_role_for_user, instance=chat.instance, user=socket.user) is None:
         raise FrameError(ErrorCode.FORBIDDEN, NOT_A_MEMBER, chat_id=chat.pk, **ids)
 
 
@@ -149,10 +146,20 @@ async def user_key_ensure(user_id: int) -> None:
     _keyed_users.add(user_id)
 
 
+def _not_retryable(chat_id: str, message_id: str, status: str) -> FrameError:
+    return FrameError(
+        ErrorCode.CONFLICT,
+        f"The message is {status}; only a failed, interrupted or cancelled turn can be retried.",
+        chat_id=chat_id,
+        message_id=message_id,
+    )
+
+
 def _accept(
-    *, chat: Any, user: Any, message_id: str, assistant_message_id: str, retry: bool
+    *, chat: Chat, user: Any, message_id: str, assistant_message_id: str, retry: bool
 ) -> tuple[Instance, str, bool]:
-    """One sync call: record the user message (or reopen it) and the assistant message.
+    """One sync call: the membership check, then the turn's first write
+    (``chats.services.turn_accept``, or ``turn_retry`` for a retry).
 
     Returns ``(instance, role, started)``; ``started`` is False for a repeated
     ``message.send`` of an id already accepted.
@@ -167,23 +174,14 @@ def _accept(
     if role is None:
         raise FrameError(ErrorCode.FORBIDDEN, NOT_A_MEMBER, chat_id=chat.pk, message_id=message_id)
     if retry:
-        message = Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).first()
-        if message is None:
-            raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id)
-        if message.status not in RETRYABLE:
-            raise FrameError(
-                ErrorCode.CONFLICT,
-                f"The message is {message.status}; only a failed, "
-                "interrupted or cancelled turn can be retried.",
-                message_id=message_id,
-            )
-        chat_services.message_status_set(message_id=message_id, status=MessageStatus.PENDING)
-        chat_services.assistant_message_create(chat=chat, message_id=assistant_message_id)
+        _reopen(chat=chat, message_id=message_id, assistant_message_id=assistant_message_id)
         return instance, role, True
     try:
-        started = chat_services.turn_messages_accept(
+        started = chat_services.turn_accept(
             chat=chat, user=user, message_id=message_id, assistant_message_id=assistant_message_id
         )
+    except chat_services.NotFound:
+        raise FrameError(ErrorCode.NOT_FOUND, "No such chat.", chat_id=chat.pk) from None
     except chat_services.IdInUse:
         raise FrameError(
             ErrorCode.INVALID_FRAME, "That message id is already in use.", message_id=message_id
@@ -191,22 +189,30 @@ def _accept(
     return instance, role, started
 
 
-async def _retryable_or_raise(chat: Any, message_id: str) -> None:
-    status = (
-        await Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER)
-        .values_list("status", flat=True)
-        .afirst()
-    )
+def _reopen(*, chat: Chat, message_id: str, assistant_message_id: str) -> None:
+    """``chats.services.turn_retry``, its refusals as ``FrameError``."""
+    try:
+        chat_services.turn_retry(
+            chat=chat, message_id=message_id, assistant_message_id=assistant_message_id
+        )
+    except chat_services.NotFound:
+        raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id) from None
+    except chat_services.NotRetryable as refused:
+        raise _not_retryable(chat.pk, message_id, refused.status) from None
+    except chat_services.IdInUse:
+        raise FrameError(
+            ErrorCode.INVALID_FRAME, "That message id is already in use.", message_id=message_id
+        ) from None
+
+
+async def _retryable_or_raise(chat: Chat, message_id: str) -> None:
+    """Refuse a retry early, before its kept text is read (``turn_retry`` checks again
+    under the row locks)."""
+    status = await auser_message_status(chat_id=chat.pk, message_id=message_id)
     if status is None:
         raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id)
-    if status not in RETRYABLE:
-        raise FrameError(
-            ErrorCode.CONFLICT,
-            f"The message is {status}; only a failed, interrupted or "
-            "cancelled turn can be retried.",
-            chat_id=chat.pk,
-            message_id=message_id,
-        )
+    if status not in chat_services.RETRYABLE_STATUSES:
+        raise _not_retryable(chat.pk, message_id, status)
 
 
 async def _turn_start(
@@ -251,39 +257,52 @@ async def _turn_start(
     if not started:
         await _duplicate(socket, chat_id=chat_id, message_id=message_id)
         return
-    await socket.registry.ensure_started()
-    task_id = new_id()
-    record = state.TaskRecord(
-        task_id=task_id,
-        user_id=str(socket.user.pk),
-        chat_id=chat_id,
-        message_id=message_id,
-        assistant_message_id=assistant_message_id,
-        owner=socket.registry.channel,
-        state="queued",
+    await _turn_launch(
+        socket,
+        TurnRequest(
+            task_id=new_id(),
+            user_id=socket.user.pk,
+            chat=chat,
+            instance=instance,
+            role=role,
+            message_id=message_id,
+            assistant_message_id=assistant_message_id,
+            content=str(content),
+            **_requested(frame),
+        ),
     )
+
+
+def _requested(frame: p.MessageSend | None) -> dict[str, Any]:
+    """What a ``message.send`` asks of its turn (a retry asks nothing)."""
     overrides = frame.overrides if frame is not None else None
-    request = TurnRequest(
-        task_id=task_id,
-        user_id=socket.user.pk,
-        chat=chat,
-        instance=instance,
-        role=role,
-        message_id=message_id,
-        assistant_message_id=assistant_message_id,
-        content=str(content),
-        client_history=tuple(m.model_dump() for m in frame.history)
+    return {
+        "client_history": tuple(m.model_dump() for m in frame.history)
         if frame and frame.history
         else None,
-        requested_tier=overrides.tier if overrides else None,
-        requested_tools=tuple(overrides.tools) if overrides and overrides.tools else None,
-        requested_mate=overrides.mate if overrides else None,
+        "requested_tier": overrides.tier if overrides else None,
+        "requested_tools": tuple(overrides.tools) if overrides and overrides.tools else None,
+        "requested_mate": overrides.mate if overrides else None,
+    }
+
+
+async def _turn_launch(socket: Socket, request: TurnRequest) -> None:
+    """Run an accepted turn in this process; the socket that sent it follows it."""
+    await socket.registry.ensure_started()
+    record = state.TaskRecord(
+        task_id=request.task_id,
+        user_id=str(socket.user.pk),
+        chat_id=request.chat.pk,
+        message_id=request.message_id,
+        assistant_message_id=request.assistant_message_id,
+        owner=socket.registry.channel,
+        state="queued",
     )
 
     def factory(control: TurnControl) -> Any:
         return run_turn(request, control)
 
-    socket.following.add(task_id)
+    socket.following.add(request.task_id)
     await socket.registry.start(record=record, factory=factory, origin=socket)
 
 
@@ -357,11 +376,7 @@ async def task_cancel(socket: Socket, frame: p.TaskCancel) -> None:
 
 
 async def skill_cancel(socket: Socket, frame: p.SkillCancel) -> None:
-    chat_id = (
-        await Embed.objects.filter(pk=frame.embed_id, chat__owner_id=socket.user.pk)
-        .values_list("chat_id", flat=True)
-        .afirst()
-    )
+    chat_id = await aembed_chat_id_for_user(embed_id=frame.embed_id, user_id=socket.user.pk)
     holder = await state.lease_holder(chat_id) if chat_id else None
     record = await state.record_get(holder) if holder else None
     if record is None or record.user_id != str(socket.user.pk):

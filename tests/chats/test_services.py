@@ -50,7 +50,7 @@ def test_a_turn_records_both_messages_in_one_step_with_consecutive_versions(
     chat: Chat, keyed_owner: Any
 ) -> None:
     user_id, reply_id = _id(), _id()
-    assert services.turn_messages_accept(
+    assert services.turn_accept(
         chat=chat, user=keyed_owner, message_id=user_id, assistant_message_id=reply_id
     )
     stored = Chat.objects.get(pk=chat.pk)
@@ -63,7 +63,7 @@ def test_a_turn_records_both_messages_in_one_step_with_consecutive_versions(
     )
     assert {m.status for m in rows.values()} == {MessageStatus.PENDING}
     # The same user message again starts nothing: no new rows, no version change.
-    assert not services.turn_messages_accept(
+    assert not services.turn_accept(
         chat=chat, user=keyed_owner, message_id=user_id, assistant_message_id=_id()
     )
     assert Message.objects.filter(chat=chat).count() == 2
@@ -77,13 +77,11 @@ def test_a_turn_with_a_taken_or_foreign_id_is_refused_and_writes_nothing(
     services.user_message_accept(chat=chat, message_id=taken, user=keyed_owner)
     before = Chat.objects.get(pk=chat.pk).version
     with pytest.raises(services.IdInUse):
-        services.turn_messages_accept(
+        services.turn_accept(
             chat=chat, user=keyed_owner, message_id=_id(), assistant_message_id=taken
         )
     with pytest.raises(services.NotFound):
-        services.turn_messages_accept(
-            chat=chat, user=stranger, message_id=_id(), assistant_message_id=_id()
-        )
+        services.turn_accept(chat=chat, user=stranger, message_id=_id(), assistant_message_id=_id())
     assert Message.objects.filter(chat=chat).count() == 1
     assert Chat.objects.get(pk=chat.pk).version == before
 

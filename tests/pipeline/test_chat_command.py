@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from chats.models import Chat, ChatMode, Message
+from chats.models import Chat, ChatMode, Message, MessageRole
 from chats.services import sealed_text_open
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,3 +42,24 @@ def test_terminal_chat_streams_a_server_managed_conversation(
         for m in messages
     ]
     assert texts == ["Say hello to the terminal please", "Hello from the pipeline."]
+
+
+def test_a_terminal_message_not_accepted_whole_leaves_no_message(
+    instance: Any, owner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_create = Message.objects.bulk_create
+
+    def reply_row_fails(rows: Any, *args: Any, **kwargs: Any) -> Any:
+        rows = list(rows)
+        if any(row.role == MessageRole.ASSISTANT for row in rows):
+            raise RuntimeError("the reply's row could not be written")
+        return real_create(rows, *args, **kwargs)
+
+    monkeypatch.setattr(Message.objects, "bulk_create", reply_row_fails)
+    lines = iter(["Hello there", ""])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    with pytest.raises(RuntimeError, match="reply's row"):
+        call_command("chat", instance="demo", stdout=io.StringIO())
+    chat = Chat.objects.get(owner=owner, mode=ChatMode.SERVER_MANAGED)
+    assert list(Message.objects.filter(chat=chat)) == []
+    assert (chat.version, chat.message_count) == (1, 0)

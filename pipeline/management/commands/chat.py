@@ -85,12 +85,9 @@ class Command(BaseCommand):
         self, chat: Chat, instance: Instance, user: Any, role: str, content: str, out: Any
     ) -> None:
         message_id, reply_id = new_id(), new_id()
-
-        def accept() -> None:
-            chat_services.user_message_accept(chat=chat, message_id=message_id, user=user)
-            chat_services.assistant_message_create(chat=chat, message_id=reply_id)
-
-        await sync_to_async(accept)()
+        await sync_to_async(chat_services.turn_accept)(
+            chat=chat, user=user, message_id=message_id, assistant_message_id=reply_id
+        )
         request = TurnRequest(
             task_id=new_id(),
             user_id=user.pk,
