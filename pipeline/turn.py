@@ -165,15 +165,7 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
     progress = _Progress()
     try:
         if control.cancel.is_set():
-            # Cancelled while queued: its text is kept for ``message.retry`` as a running
-            # turn's is (``_answer`` saves it), until the message is answered; not when
-            # the cancel came from the chat's deletion.
-            if not await state.chat_deleted(request.chat.pk):
-                await state.pending_content_save(
-                    user_id=request.user_id,
-                    message_id=request.message_id,
-                    content=request.content,
-                )
+            await _queued_text_keep(request)
         else:
             async for event in _answer(request, control, progress):
                 yield event
@@ -227,6 +219,16 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
         )
     elif not post.is_automated(request.content):
         yield await _postprocess(request, progress)
+
+
+async def _queued_text_keep(request: TurnRequest) -> None:
+    """A turn cancelled while queued keeps its text for ``message.retry`` as a running
+    turn's is kept (``_answer`` saves it), until the message is answered; not when the
+    cancel came from the chat's deletion."""
+    if not await state.chat_deleted(request.chat.pk):
+        await state.pending_content_save(
+            user_id=request.user_id, message_id=request.message_id, content=request.content
+        )
 
 
 def _uncancel() -> None:
