@@ -9,7 +9,9 @@ What these pin down: in one process, a turn started on one socket streams to the
 other socket even after some socket of the process has closed (channels-redis's shared
 receive lock must never be held by a coroutine popping another list than the sockets');
 across processes, a turn sent through process A streams to the user's socket on process
-B, and ``task.cancel`` sent through B stops the turn running in A.
+B, and ``task.cancel`` sent through B stops the turn running in A. At the WebSocket layer
+(Daphne, ``openmates.daphne_ws``): a text frame that is not UTF-8 is answered with close
+code 1007, and a flood of frames ended by a close logs no traceback.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import connection
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from pipeline.ids import new_id
 from tests.pipeline.conftest import session_cookie
@@ -43,8 +47,14 @@ def model() -> Iterator[UIModelServer]:
 
 
 @pytest.fixture(scope="module")
+def log_dirs(tmp_path_factory: Any) -> tuple[Path, Path]:
+    """Where processes A and B write their output (``daphne.log``)."""
+    return tmp_path_factory.mktemp("daphne-a"), tmp_path_factory.mktemp("daphne-b")
+
+
+@pytest.fixture(scope="module")
 def servers(
-    django_db_setup: Any, model: UIModelServer, tmp_path_factory: Any
+    django_db_setup: Any, model: UIModelServer, log_dirs: tuple[Path, Path]
 ) -> Iterator[tuple[str, str]]:
     """Base URLs of two Daphne processes ("A" and "B") on the same test services."""
     env = {"OPENAI_API_KEY": "sk-live-test"}
@@ -52,8 +62,8 @@ def servers(
         env[f"LLM_{tier}_MODEL"] = "openai/wire-model"
         env[f"LLM_{tier}_API_BASE"] = model.api_base
     with ExitStack() as stack:
-        first = stack.enter_context(daphne_serving(env, tmp_path_factory.mktemp("daphne-a")))
-        second = stack.enter_context(daphne_serving(env, tmp_path_factory.mktemp("daphne-b")))
+        first = stack.enter_context(daphne_serving(env, log_dirs[0]))
+        second = stack.enter_context(daphne_serving(env, log_dirs[1]))
         yield first, second
 
 
@@ -191,3 +201,34 @@ async def test_large_frames_reach_the_consumer_and_get_protocol_errors(servers, 
         assert (answer["type"], answer["code"]) == ("error", "frame_too_large")
         await ws.send(json.dumps({"type": "ping", "ts": 7}))
         assert await _recv(ws) == {"type": "pong", "ts": 7}
+
+
+async def test_a_text_frame_that_is_not_utf8_is_closed_with_1007(servers, cookie):
+    async with socket(servers[0], cookie) as ws:
+        await ws.send(b'{"type": "ping", "ts": "\xff\xfe"}', text=True)
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), FRAME_WAIT_S)
+    # A close frame came (not a reset), with RFC 6455's code for inconsistent data.
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1007
+
+
+async def test_a_flood_of_frames_then_a_close_logs_no_traceback(servers, cookie, log_dirs):
+    # The consumer is still answering the flood when the close arrives; whether one of
+    # its sends lands between the closing handshake and the disconnect is a race, which
+    # tests/openmates/test_daphne_ws.py pins down without a network.
+    log = log_dirs[0] / "daphne.log"
+    logged_before = log.stat().st_size
+    async with socket(servers[0], cookie) as ws:
+        for n in range(10_000):
+            await ws.send(json.dumps({"type": "ping", "ts": n}))
+    # The server works through the backlog after the close; let it finish (or give up).
+    await asyncio.sleep(12)
+    async with socket(servers[0], cookie):
+        pass  # the process still serves (task.active came)
+    with log.open("rb") as output:
+        output.seek(logged_before)
+        logged = output.read().decode(errors="replace")
+    assert "Traceback" not in logged
+    assert "ERROR" not in logged
+    assert "Attempt to send on a closed protocol" not in logged
