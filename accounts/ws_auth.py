@@ -125,7 +125,7 @@ def token_seconds_left(scope: dict[str, Any]) -> float | None:
 def sign_in_recheck_s() -> float:
     """Seconds a socket's last successful sign-in check is trusted
     (``WS_SIGN_IN_RECHECK_S``, default 5)."""
-    return float(getattr(settings, "WS_SIGN_IN_RECHECK_S", 5.0))
+    return float(settings.WS_SIGN_IN_RECHECK_S)
 
 
 def _token_usable(token_id: int, user_id: int) -> bool:

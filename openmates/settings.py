@@ -343,6 +343,11 @@ PIPELINE_ALIVE_TTL_S = env_float("PIPELINE_ALIVE_TTL_S", default=10.0)
 # The longest reply in UTF-8 bytes; pipeline.protocol caps it at MAX_REPLY_BYTES (512 KiB),
 # the longest a browser can store and send back as history.
 PIPELINE_MAX_REPLY_BYTES = env_int("PIPELINE_MAX_REPLY_BYTES", default=512 * 1024)
+# Each chat socket re-joins its channel-layer groups this often (at most a quarter of the
+# layer's group_expiry: Redis may have lost them) and re-checks its session or API token
+# then; a frame re-checks it when the last check is older than WS_SIGN_IN_RECHECK_S.
+PIPELINE_GROUP_REJOIN_S = env_float("PIPELINE_GROUP_REJOIN_S", default=30.0)
+WS_SIGN_IN_RECHECK_S = env_float("WS_SIGN_IN_RECHECK_S", default=5.0)
 
 # --- Static files: WhiteNoise serves /static/ from the app's own files (no CDN, no
 # collectstatic needed: the finders' files are indexed at start-up). ---

@@ -47,7 +47,7 @@ NOT_FOUND = 4404
 def group_rejoin_s(layer: Any) -> float:
     """Seconds between a socket's re-joins of its groups (``PIPELINE_GROUP_REJOIN_S``,
     default 30), never more than a quarter of the channel layer's ``group_expiry``."""
-    configured = float(getattr(settings, "PIPELINE_GROUP_REJOIN_S", 30.0))
+    configured = float(settings.PIPELINE_GROUP_REJOIN_S)
     return min(configured, float(getattr(layer, "group_expiry", 86400)) / 4)
 
 
