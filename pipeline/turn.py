@@ -33,7 +33,6 @@ import redis
 from chats import cache as chat_cache
 from chats import selectors as chat_selectors
 from chats import services as chat_services
-from chats.models import ChatMode, MessageStatus
 from instances.selectors import mates_for_instance, prompt_sections_get
 from openmates import llm, vault
 from pipeline import events as ev
@@ -506,38 +505,21 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
         progress.meta["language"] = progress.language
         await state.chat_meta_save(user_id=request.user_id, chat_id=chat.pk, meta=progress.meta)
     try:
-        await db_call(_messages_finish, request, result, progress.meta.get("title"))
+        await db_call(
+            chat_services.turn_finish,
+            chat=chat,
+            message_id=request.message_id,
+            assistant_message_id=request.assistant_message_id,
+            status=result.status,
+            content=request.content,
+            reply=result.content,
+            model=result.model,
+            usage=result.usage,
+            title=progress.meta.get("title"),
+        )
     except chat_services.NotFound:
         # Deleted between the check above and now; the runtime drops what was cached.
         result.status = "cancelled"
-
-
-def _messages_finish(request: TurnRequest, result: MainResult, title: str | None) -> None:
-    """One sync call: statuses of both messages, the kept reply (and user message when
-    its client has not stored it), a server-managed title."""
-    status = result.status
-    chat = request.chat
-    chat_services.message_status_set(message_id=request.message_id, status=status)
-    chat_services.message_status_set(message_id=request.assistant_message_id, status=status)
-    if result.content:
-        chat_services.assistant_reply_keep(
-            chat=chat,
-            message_id=request.assistant_message_id,
-            content=result.content,
-            model=result.model,
-            usage=result.usage,
-        )
-    if chat.mode == ChatMode.SERVER_MANAGED:
-        chat_services.assistant_reply_keep(
-            chat=chat, message_id=request.message_id, content=request.content, model="", usage=None
-        )
-        if title:
-            chat_services.server_chat_title_set(chat=chat, title=title)
-    else:
-        # The tab may have closed before storing the user's message itself.
-        chat_services.user_message_keep(
-            chat=chat, message_id=request.message_id, content=request.content
-        )
 
 
 async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.PostprocessDone:
@@ -596,11 +578,10 @@ async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.Postproc
 
 @on_orphan
 async def _mark_orphan_failed(record: state.TaskRecord) -> None:
-    """The reaper's part for turns: both messages of a dead process's turn are failed."""
-
-    def mark() -> None:
-        for message_id in (record.message_id, record.assistant_message_id):
-            with contextlib.suppress(chat_services.NotFound):
-                chat_services.message_status_set(message_id=message_id, status=MessageStatus.FAILED)
-
-    await db_call(mark)
+    """The reaper's part for turns: the unfinished messages of a dead process's turn are
+    failed (``chats.services.turn_fail``)."""
+    await db_call(
+        chat_services.turn_fail,
+        message_id=record.message_id,
+        assistant_message_id=record.assistant_message_id,
+    )
