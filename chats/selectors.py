@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db.models import QuerySet
 
 from chats.models import Chat, Embed, Message, MessageRole, MessageStatus, UserKeys
@@ -45,15 +44,9 @@ def messages_since(*, chat: Chat, version: int = 0) -> QuerySet[Message]:
     )
 
 
-def chat_done_message_count(*, chat_id: str, exclude_message_id: str | None = None) -> int:
+def chat_done_message_count(*, chat_id: str) -> int:
     """How many messages of the chat are ``done`` (what a complete AI cache must hold)."""
-    query = Message.objects.filter(chat_id=chat_id, status=MessageStatus.DONE)
-    if exclude_message_id:
-        query = query.exclude(pk=exclude_message_id)
-    return query.count()
-
-
-achat_done_message_count = sync_to_async(chat_done_message_count)
+    return Message.objects.filter(chat_id=chat_id, status=MessageStatus.DONE).count()
 
 
 async def auser_message_status(*, chat_id: str, message_id: str) -> str | None:

@@ -24,7 +24,6 @@ import binascii
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
@@ -904,18 +903,3 @@ class ChatsAccountData:
     def account_data_delete(self, *, user_id: int) -> None:
         """See :func:`account_data_delete`."""
         account_data_delete(user_id=user_id)
-
-
-# --- Async twins for the turn's hot path (one thread hop per service call) -------------
-
-auser_message_accept = sync_to_async(user_message_accept)
-aassistant_message_create = sync_to_async(assistant_message_create)
-amessage_status_set = sync_to_async(message_status_set)
-aassistant_reply_keep = sync_to_async(assistant_reply_keep)
-amessage_store = sync_to_async(message_store)
-achat_create = sync_to_async(chat_create)
-achat_update = sync_to_async(chat_update)
-achat_delete = sync_to_async(chat_delete)
-aembed_create = sync_to_async(embed_create)
-aembed_status_set = sync_to_async(embed_status_set)
-aserver_message_create = sync_to_async(server_message_create)

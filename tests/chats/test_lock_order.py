@@ -122,3 +122,43 @@ def test_a_kept_reply_racing_the_clients_store_never_deadlocks(chat: Chat) -> No
         )
     assert Message.objects.get(pk=reply.pk).version == ROUNDS
     assert Chat.objects.get(pk=chat.pk).version == 2 + 2 * ROUNDS
+
+
+def test_a_turn_finishing_while_its_client_stores_the_question_never_deadlocks(
+    chat: Chat,
+) -> None:
+    for round_ in range(ROUNDS):
+        question, reply = new_id(), new_id()
+        services.turn_accept(
+            chat=chat, user=chat.owner, message_id=question, assistant_message_id=reply
+        )
+        content = _envelope(f"question {round_}".encode())
+        _race(
+            partial(
+                services.message_store,
+                chat=chat,
+                message_id=question,
+                encrypted_content=content,
+                version=0,
+            ),
+            partial(
+                services.turn_finish,
+                chat=chat,
+                message_id=question,
+                assistant_message_id=reply,
+                status=MessageStatus.DONE,
+                content=f"question {round_}",
+                reply=f"reply {round_}",
+                model="m",
+                usage=None,
+            ),
+        )
+        # Whichever came first, the client's ciphertext is the one copy of the question.
+        stored = Message.objects.get(pk=question)
+        assert (stored.status, stored.encrypted_content, stored.server_content) == (
+            MessageStatus.DONE,
+            content,
+            None,
+        )
+    # Each round: two messages accepted, one store, one finish of two messages.
+    assert Chat.objects.get(pk=chat.pk).version == 1 + 5 * ROUNDS
