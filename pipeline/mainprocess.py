@@ -137,7 +137,8 @@ async def respond(
         except llm.LLMError as exc:
             yield _provider_error(ctx, result, str(exc))
             return
-        if not calls:
+        # No tools offered (the last round): calls the model makes anyway are not run.
+        if not calls or offer is None:
             return
         if tool_context is None:
             tool_context = await _tool_context(ctx)
