@@ -83,7 +83,11 @@ async def test_the_wait_for_a_connection_is_bounded_by_the_pool_timeout(settings
     settings.REDIS_POOL_MAX_CONNECTIONS = 1
     settings.REDIS_POOL_TIMEOUT_S = 0.1
     client = redis_client.async_client()
-    holder = asyncio.create_task(client.blpop([_key()], timeout=1))
+
+    async def hold() -> object:
+        return await client.blpop([_key()], timeout=1)
+
+    holder = asyncio.create_task(hold())
     await asyncio.sleep(0.05)
     with pytest.raises(redis.ConnectionError, match="No connection available"):
         await client.get(_key())
