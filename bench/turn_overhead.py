@@ -29,6 +29,8 @@ Prints:
     inter_frame_gap_ratio_N_streams: …x  the two lines above divided
     failed_turns_N_streams: …            turns that got an error frame or ended other than
                                          done (or not at all); then their codes, if any
+    first_delta_p50_N_streams: … ms      message.send → first delta in that phase, with the
+                                         floor's (how long the burst of starts took)
 
 Usage: ``.venv/bin/python bench/turn_overhead.py [--samples 200] [--tokens 20000]
 [--streams 200,500]`` (``--streams ""`` skips the concurrent phases)
@@ -426,6 +428,16 @@ async def _drive(
         print(f"inter_frame_gap_p99_{streams}_streams_floor: {floor_gap:.1f} ms", flush=True)
         print(f"inter_frame_gap_ratio_{streams}_streams: {gap / floor_gap:.1f}x", flush=True)
         print(f"failed_turns_{streams}_streams: {len(failed)}", flush=True)
+        # How long the burst of turn starts took (each user's first turn on this server:
+        # its keys are cold): the early streams' gaps include the later ones' starts.
+        firsts = [o.first * 1000 for o in outcomes if o.arrivals]
+        floor_firsts = [o.first * 1000 for o in floor if o.arrivals]
+        if firsts and floor_firsts:
+            print(
+                f"first_delta_p50_{streams}_streams: {_percentile(firsts, 0.5):.0f} ms"
+                f" (floor {_percentile(floor_firsts, 0.5):.0f} ms)",
+                flush=True,
+            )
         if codes:
             print(f"failed_turn_codes_{streams}_streams: {dict(codes)}", flush=True)
             _server_errors(args.server_log)
