@@ -6,7 +6,7 @@ import io
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from chats.models import Chat, ChatMode, Message, MessageRole
 from chats.services import sealed_text_open
@@ -42,6 +42,17 @@ def test_terminal_chat_streams_a_server_managed_conversation(
         for m in messages
     ]
     assert texts == ["Say hello to the terminal please", "Hello from the pipeline."]
+
+
+def test_a_user_who_is_not_a_member_cannot_chat_with_the_instance(
+    instance: Any, stranger: Any, llm_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines = iter(["Hello", ""])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    with pytest.raises(CommandError, match="not a member of demo"):
+        call_command("chat", instance="demo", user=stranger.username, stdout=io.StringIO())
+    assert not Chat.objects.filter(owner=stranger).exists()
+    assert llm_script.requests == []
 
 
 def test_a_terminal_message_not_accepted_whole_leaves_no_message(

@@ -42,8 +42,10 @@ class Command(BaseCommand):
             InstanceMember.objects.filter(instance=instance, user=user)
             .values_list("role", flat=True)
             .first()
-            or "member"
         )
+        if role is None:
+            # As on the WebSocket: no turn spends an instance's keys for a non-member.
+            raise CommandError(f"{user.username} is not a member of {instance.slug}.")
         chat_services.user_transit_key_ensure(user_id=user.pk)
         chat = self._chat(instance, user, options.get("chat"))
         # Replies stream piece by piece: no automatic newline after each write.
