@@ -20,6 +20,7 @@ def test_accepting_a_message_reads_the_instance_with_the_chat_not_again(
     chat: Any, user: Any
 ) -> None:
     loaded = chat_get_for_user(chat_id=chat.pk, user=user)  # as the socket looks it up
+    assert loaded is not None
     with CaptureQueriesContext(connection) as queries:
         instance, role, started = actions._accept(
             chat=loaded,
