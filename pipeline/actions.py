@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
@@ -503,12 +504,11 @@ async def chat_history(socket: Socket, frame: p.ChatHistory) -> None:
         messages=[m.model_dump() for m in frame.messages],
     )
     if frame.summary:
-        meta = await state.chat_meta_load(user_id=socket.user.pk, chat_id=frame.chat_id)
-        meta["summary"] = frame.summary
+        notes = await state.chat_notes_load(user_id=socket.user.pk, chat_id=frame.chat_id)
         # What the client's summary covers is unknown: the next post-processing folds the
         # older messages into it again rather than trusting an old marker.
-        meta.pop("summary_covers", None)
-        await state.chat_meta_save(user_id=socket.user.pk, chat_id=frame.chat_id, meta=meta)
+        notes = replace(notes, summary=frame.summary, summary_covers=None)
+        await state.chat_notes_save(user_id=socket.user.pk, chat_id=frame.chat_id, notes=notes)
     if record is None:
         return
     if record.owner == socket.registry.channel:

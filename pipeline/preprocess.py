@@ -766,25 +766,27 @@ TITLE_SCHEMA: dict[str, Any] = {
 
 
 @dataclass(frozen=True, slots=True)
-class ChatMeta:
+class ChatTitle:
+    """A title for a new chat with its icon, category and tags (``preprocess.done``)."""
+
     title: str
     icon: str
     category: str
     tags: tuple[str, ...]
 
 
-def heuristic_title(text: str, *, category: str = "general") -> ChatMeta:
+def heuristic_title(text: str, *, category: str = "general") -> ChatTitle:
     """A title from the message's first words (no model), for local-model instances."""
     words = instruction_text(text).split()
     title = " ".join(words[:8]).strip(" ?!.,:;")
     if len(words) > 8:
         title += "…"
-    return ChatMeta(title=title[:80] or "New chat", icon="chat", category=category, tags=())
+    return ChatTitle(title=title[:80] or "New chat", icon="chat", category=category, tags=())
 
 
 async def title_generate(
     *, text: str, language: str, instance: Any, chat_id: str
-) -> ChatMeta | None:
+) -> ChatTitle | None:
     """Fast-tier title, icon, category and tags (≤ 10); None on failure. The instruction
     names ``language`` (an ISO 639 code) in words: the title is written in it."""
     name = language_name(language)
@@ -816,7 +818,7 @@ async def title_generate(
         return None
     raw_tags = data.get("tags")
     tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
-    return ChatMeta(
+    return ChatTitle(
         title=title,
         icon=str(data.get("icon") or "chat")[:40],
         category=str(data.get("category") or "general")[:40],

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from django.conf import settings
@@ -497,22 +497,58 @@ async def _sealed_json_load(*, user_id: int | str, key: str, object_id: str) -> 
 CHAT_META_TTL_S = 72 * 3600
 
 
-async def chat_meta_load(*, user_id: int | str, chat_id: str) -> dict[str, Any]:
-    """The pipeline's notes on a chat: ``{"title"?, "summary"?, "summary_covers"?,
-    "language"?}`` (``summary_covers``: the id of the last message the summary covers)."""
+@dataclass(frozen=True, slots=True)
+class ChatNotes:
+    """The pipeline's notes on a chat, sealed in Redis beside its AI cache.
+
+    ``title``: the title the server made (heuristic, title call or post-processing);
+    ``summary``: the rolling summary; ``summary_covers``: the id of the last message the
+    summary covers (None: unknown, e.g. a summary the client sent); ``language``: the
+    ISO 639 code of the last answered message. Change them with ``dataclasses.replace``.
+    """
+
+    title: str | None = None
+    summary: str | None = None
+    summary_covers: str | None = None
+    language: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        """The stored form: ``{"title"?, "summary"?, "summary_covers"?, "language"?}``."""
+        return {
+            note.name: value
+            for note in fields(self)
+            if isinstance(value := getattr(self, note.name), str)
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> ChatNotes:
+        """The notes in ``raw`` (the stored form); anything else there is ignored."""
+        if not isinstance(raw, dict):
+            return cls()
+        return cls(
+            **{
+                note.name: raw[note.name]
+                for note in fields(cls)
+                if isinstance(raw.get(note.name), str)
+            }
+        )
+
+
+async def chat_notes_load(*, user_id: int | str, chat_id: str) -> ChatNotes:
+    """The pipeline's notes on a chat (empty ones when there are none or they do not open)."""
     value = await _sealed_json_load(
         user_id=user_id, key=chat_cache.chat_notes_key(chat_id), object_id=f"{chat_id}:meta"
     )
-    return value if isinstance(value, dict) else {}
+    return ChatNotes.from_json(value)
 
 
-async def chat_meta_save(*, user_id: int | str, chat_id: str, meta: dict[str, Any]) -> None:
+async def chat_notes_save(*, user_id: int | str, chat_id: str, notes: ChatNotes) -> None:
     """Replace the pipeline's notes on a chat (sealed, 72 h like the AI cache)."""
     await _sealed_json_save(
         user_id=user_id,
         key=chat_cache.chat_notes_key(chat_id),
         object_id=f"{chat_id}:meta",
-        value=meta,
+        value=notes.to_json(),
         ttl_s=CHAT_META_TTL_S,
     )
 

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -154,9 +154,12 @@ class _Progress:
     result: MainResult = field(default_factory=MainResult)
     language: str = "en"
     history: list[dict[str, Any]] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
+    notes: state.ChatNotes = field(default_factory=state.ChatNotes)
+    # The history came from the client (``chat.history``), which may also have changed
+    # the notes: they are read again after it.
+    history_from_client: bool = False
     rejected: bool = False
-    title_task: asyncio.Task[pre.ChatMeta | None] | None = None
+    title_task: asyncio.Task[pre.ChatTitle | None] | None = None
 
 
 async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[ev.ServerEvent]:
@@ -268,14 +271,16 @@ async def _answer(
         state.pending_content_save(
             user_id=request.user_id, message_id=request.message_id, content=request.content
         ),
-        state.chat_meta_load(user_id=request.user_id, chat_id=chat.pk),
+        state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk),
         instance_context_get(instance),
     )
     try:
         async for event in _load_history(request, control, progress):
             yield event
     finally:
-        _, progress.meta, context = await side
+        _, progress.notes, context = await side
+    if progress.history_from_client:
+        progress.notes = await state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk)
     previous = next((m for m in reversed(progress.history) if m.get("role") == "assistant"), None)
     decided = pre.preprocess(
         content=request.content,
@@ -286,7 +291,7 @@ async def _answer(
         mate_categories=[m.category for m in context.mates],
         requested_tier=request.requested_tier,
         requested_tools=request.requested_tools,
-        fallback_language=progress.meta.get("language"),
+        fallback_language=progress.notes.language,
     )
     progress.language = decided.language
     mate = _mate_choose(context.mates, decided.mate_category, request.requested_mate)
@@ -319,7 +324,7 @@ async def _answer(
         tags=heuristic.tags if heuristic else None,
     )
     if heuristic is not None:
-        progress.meta["title"] = heuristic.title
+        progress.notes = replace(progress.notes, title=heuristic.title)
     if safety.rejected:
         progress.rejected = True
         text = safety_reply(decided.language)
@@ -351,7 +356,7 @@ async def _answer(
         return await chat_cache.embed_cache_get(user_id=request.user_id, embed_id=embed_id)
 
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    messages += prompts.summary_exchange(progress.meta.get("summary"))
+    messages += prompts.summary_exchange(progress.notes.summary)
     question = {"role": "user", "content": decided.content}
     budget = prompts.history_budget_tokens(
         context_tokens=context.context_tokens[decided.tier],
@@ -390,10 +395,10 @@ def _title_event(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone
     if task is None or not task.done():
         return None
     progress.title_task = None
-    meta = None if task.cancelled() or task.exception() else task.result()
-    if meta is None:
+    made = None if task.cancelled() or task.exception() else task.result()
+    if made is None:
         return None
-    progress.meta["title"] = meta.title
+    progress.notes = replace(progress.notes, title=made.title)
     return ev.PreprocessDone(
         chat_id=request.chat.pk,
         task_id=request.task_id,
@@ -403,10 +408,10 @@ def _title_event(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone
         reason="title",
         tools=(),
         mate="",
-        title=meta.title,
-        icon=meta.icon,
-        category=meta.category,
-        tags=meta.tags,
+        title=made.title,
+        icon=made.icon,
+        category=made.category,
+        tags=made.tags,
     )
 
 
@@ -477,6 +482,7 @@ async def _load_history(
         loaded = await chat_cache.ai_history_load(
             user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
         )
+        progress.history_from_client = True
     progress.history = list(loaded.messages or [])
 
 
@@ -502,8 +508,8 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             user_id=request.user_id, chat_id=chat.pk, messages=[user_entry, reply_entry]
         )
         await state.pending_content_drop(request.message_id)
-        progress.meta["language"] = progress.language
-        await state.chat_meta_save(user_id=request.user_id, chat_id=chat.pk, meta=progress.meta)
+        progress.notes = replace(progress.notes, language=progress.language)
+        await state.chat_notes_save(user_id=request.user_id, chat_id=chat.pk, notes=progress.notes)
     try:
         await db_call(
             chat_services.turn_finish,
@@ -515,7 +521,7 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             reply=result.content,
             model=result.model,
             usage=result.usage,
-            title=progress.meta.get("title"),
+            title=progress.notes.title,
         )
     except chat_services.NotFound:
         # Deleted between the check above and now; the runtime drops what was cached.
@@ -547,21 +553,22 @@ async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.Postproc
             chat_id=request.chat.pk,
             user_id=request.user_id,
             language=progress.language,
-            title=progress.meta.get("title"),
-            summary=progress.meta.get("summary"),
-            summary_covers=progress.meta.get("summary_covers"),
+            title=progress.notes.title,
+            summary=progress.notes.summary,
+            summary_covers=progress.notes.summary_covers,
             conversation=conversation,
             fast_context_tokens=context.context_tokens["fast"],
             use_model=use_model,
         )
         if done.summary:
-            progress.meta["summary"] = done.summary
-            progress.meta["summary_covers"] = done.summary_covers
+            progress.notes = replace(
+                progress.notes, summary=done.summary, summary_covers=done.summary_covers
+            )
         if done.title:
-            progress.meta["title"] = done.title
+            progress.notes = replace(progress.notes, title=done.title)
         if (done.summary or done.title) and not await state.chat_deleted(request.chat.pk):
-            await state.chat_meta_save(
-                user_id=request.user_id, chat_id=request.chat.pk, meta=progress.meta
+            await state.chat_notes_save(
+                user_id=request.user_id, chat_id=request.chat.pk, notes=progress.notes
             )
     except Exception:
         logger.exception("post-processing failed for turn %s", request.task_id)

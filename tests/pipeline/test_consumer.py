@@ -166,6 +166,37 @@ async def test_cache_miss_asks_the_client_for_history_then_answers(
     assert contents[-3:] == ["Capital of France?", "Paris.", "Are you sure?"]
 
 
+async def test_a_summary_sent_with_the_history_reaches_the_prompt_and_the_notes(
+    ws_client, chat, user, llm_script
+):
+    from pipeline import prompts, state
+
+    old_user, old_reply = await sync_to_async(_answered_exchange)(chat, user)
+    llm_script.reply(text="Still Paris.", model="standard")
+    llm_script.reply(text='{"follow_ups": [], "topic_changed": false, "summary": ""}', model="fast")
+    client = await ws_client(user)
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="Are you sure?"
+    )
+    request = (await client.until("request_chat_history"))[-1]
+    await client.send(
+        type="chat.history",
+        chat_id=chat.pk,
+        request_id=request["request_id"],
+        messages=_exchange_history(old_user, old_reply),
+        summary="They asked for the capital of France.",
+    )
+    await client.until("postprocess.done")
+    sent = llm_script.requests[0].messages
+    assert sent[1:3] == prompts.summary_exchange("They asked for the capital of France.")
+    notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
+    assert (notes.summary, notes.summary_covers, notes.language) == (
+        "They asked for the capital of France.",
+        None,
+        "en",
+    )
+
+
 async def test_a_history_request_whose_socket_closed_is_asked_again_on_resume(
     ws_client, chat, user, llm_script
 ):

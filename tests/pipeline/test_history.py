@@ -186,8 +186,8 @@ async def test_long_client_history_is_trimmed_then_folded_in_parallel_blocks_and
     assistant_id = next(f for f in frames if f["type"] == "message.accepted")[
         "assistant_message_id"
     ]
-    meta = await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk)
-    assert (meta["summary"], meta["summary_covers"]) == ("After turn one.", assistant_id)
+    notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
+    assert (notes.summary, notes.summary_covers) == ("After turn one.", assistant_id)
 
     # The next turn starts from the summary and folds nothing: the marker moved.
     llm_script.requests.clear()
@@ -204,8 +204,8 @@ async def test_long_client_history_is_trimmed_then_folded_in_parallel_blocks_and
         {"role": "assistant", "content": "First answer."},
         {"role": "user", "content": "And the size?"},
     ]
-    meta = await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk)
-    assert meta["summary"] == "After turn two."
+    notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
+    assert notes.summary == "After turn two."
 
 
 async def test_a_tiny_context_tier_trims_the_history_harder(
@@ -250,9 +250,8 @@ async def test_a_failed_fold_keeps_the_old_marker_and_the_next_turn_folds_again(
     post_done = frames[-1]
     assert post_done["follow_ups"] == ["More?"]
     assert "summary" not in post_done
-    meta = await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk)
-    assert "summary" not in meta
-    assert "summary_covers" not in meta
+    notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
+    assert (notes.summary, notes.summary_covers) == (None, None)
 
     llm_script.requests.clear()
     llm_script.reply(text="Second answer.", model="standard")
@@ -264,8 +263,8 @@ async def test_a_failed_fold_keeps_the_old_marker_and_the_next_turn_folds_again(
     # Turn one's four uncovered messages plus two more now lie outside the last six.
     assert fast[0].messages[1]["content"] == "\n\n".join(_line(m) for m in history[:6])
     assert "previous summary: Folded." in fast[1].messages[0]["content"]
-    meta = await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk)
-    assert meta["summary"] == "Everything so far."
+    notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
+    assert notes.summary == "Everything so far."
 
 
 async def test_the_per_turn_call_fits_a_small_fast_context(
@@ -286,8 +285,8 @@ async def test_the_per_turn_call_fits_a_small_fast_context(
     assert lines[0].startswith("user: message 0: word0 word1")
     assert all(line.endswith("…") for line in lines)  # each cut to its share
     assert prompts.estimate_message_tokens(ask.messages) <= 2048 - 512
-    meta = await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk)
-    assert meta["summary"] == "Short."
+    notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
+    assert notes.summary == "Short."
 
 
 async def test_a_reply_with_no_text_is_not_sent_as_an_empty_assistant_message(
@@ -323,3 +322,13 @@ async def test_a_reply_with_no_text_is_not_sent_as_an_empty_assistant_message(
     assistant = after_tools.messages[-2]
     assert (assistant["role"], assistant.get("content")) == ("assistant", None), assistant
     assert assistant["tool_calls"][0]["function"]["name"] == "calculator"
+
+
+def test_chat_notes_keep_their_stored_form() -> None:
+    stored = {"title": "Trip", "summary": "Planned.", "summary_covers": "m1", "language": "de"}
+    assert state.ChatNotes.from_json(stored).to_json() == stored
+    assert state.ChatNotes.from_json({"title": "Trip", "summary": 3, "mood": "x"}) == (
+        state.ChatNotes(title="Trip")
+    )
+    assert state.ChatNotes.from_json(None) == state.ChatNotes()
+    assert state.ChatNotes(language="fr").to_json() == {"language": "fr"}

@@ -276,17 +276,16 @@ async def test_a_chats_notes_are_replaced_whole_and_empty_when_there_are_none(
     cache_user_id: int,
 ) -> None:
     chat_id = new_id()
-    assert await state.chat_meta_load(user_id=cache_user_id, chat_id=chat_id) == {}
-    notes = {"title": "Tides", "summary": "About the sea.", "summary_covers": "m1"}
-    await state.chat_meta_save(user_id=cache_user_id, chat_id=chat_id, meta=notes)
-    await state.chat_meta_save(
-        user_id=cache_user_id, chat_id=chat_id, meta={**notes, "language": "de"}
+    assert await state.chat_notes_load(user_id=cache_user_id, chat_id=chat_id) == state.ChatNotes()
+    notes = state.ChatNotes(title="Tides", summary="About the sea.", summary_covers="m1")
+    await state.chat_notes_save(user_id=cache_user_id, chat_id=chat_id, notes=notes)
+    await state.chat_notes_save(
+        user_id=cache_user_id, chat_id=chat_id, notes=state.ChatNotes(language="de")
     )
     try:
-        assert await state.chat_meta_load(user_id=cache_user_id, chat_id=chat_id) == {
-            **notes,
-            "language": "de",
-        }
+        assert await state.chat_notes_load(
+            user_id=cache_user_id, chat_id=chat_id
+        ) == state.ChatNotes(language="de")
     finally:
         await state.redis_client().delete(chat_cache.chat_notes_key(chat_id))
 

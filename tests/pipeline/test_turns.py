@@ -230,13 +230,15 @@ async def test_deleting_the_chat_drops_the_kept_text_of_its_unanswered_message(
 
     await sync_to_async(cancelled)()
     await state.pending_content_save(user_id=user.pk, message_id=message_id, content="Kept")
-    await state.chat_meta_save(user_id=user.pk, chat_id=chat.pk, meta={"title": "Kept"})
+    await state.chat_notes_save(
+        user_id=user.pk, chat_id=chat.pk, notes=state.ChatNotes(title="Kept")
+    )
     assert await state.pending_content_load(user_id=user.pk, message_id=message_id) == "Kept"
     client = await ws_client(user)
     await client.send(type="chat.delete", chat_id=chat.pk)
     assert (await client.recv())["type"] == "chat.deleted"
     assert await state.pending_content_load(user_id=user.pk, message_id=message_id) is None
-    assert await state.chat_meta_load(user_id=user.pk, chat_id=chat.pk) == {}
+    assert await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk) == state.ChatNotes()
 
 
 async def test_another_users_task_cannot_be_cancelled(
