@@ -146,14 +146,14 @@ async def test_a_record_gives_its_task_active_entry() -> None:
 
 
 async def test_proof_of_life_lasts_the_alive_ttl(settings: Any) -> None:
-    settings.PIPELINE_ALIVE_TTL_S = 0.3
+    settings.PIPELINE_ALIVE_TTL_S = 1.0
     record, waiter = task_record(), task_record()
     try:
         await state.alive_refresh([record.task_id])
         await state.waiter_keep_alive(waiter.task_id)
         assert await state.is_alive(record)
         assert await state.is_alive(waiter)
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(1.1)
         assert not await state.is_alive(record)
         assert not await state.is_alive(waiter)
     finally:
@@ -273,19 +273,20 @@ async def test_kept_user_text_opens_for_its_user_only_until_dropped(
 
 
 async def test_a_chats_notes_are_replaced_whole_and_empty_when_there_are_none(
-    cache_user_id: int,
+    cache_user_id: int, other_user_id: int
 ) -> None:
     chat_id = new_id()
-    assert await state.chat_notes_load(user_id=cache_user_id, chat_id=chat_id) == state.ChatNotes()
+    empty = state.ChatNotes()
+    assert await state.chat_notes_load(user_id=cache_user_id, chat_id=chat_id) == empty
     notes = state.ChatNotes(title="Tides", summary="About the sea.", summary_covers="m1")
     await state.chat_notes_save(user_id=cache_user_id, chat_id=chat_id, notes=notes)
-    await state.chat_notes_save(
-        user_id=cache_user_id, chat_id=chat_id, notes=state.ChatNotes(language="de")
-    )
+    later = dataclasses.replace(notes, summary_covers=None, language="de")
+    await state.chat_notes_save(user_id=cache_user_id, chat_id=chat_id, notes=later)
     try:
-        assert await state.chat_notes_load(
-            user_id=cache_user_id, chat_id=chat_id
-        ) == state.ChatNotes(language="de")
+        assert await state.chat_notes_load(user_id=cache_user_id, chat_id=chat_id) == later
+        assert await state.chat_notes_load(user_id=other_user_id, chat_id=chat_id) == empty
+        ttl = await state.redis_client().ttl(chat_cache.chat_notes_key(chat_id))
+        assert state.CHAT_META_TTL_S - 5 < ttl <= state.CHAT_META_TTL_S
     finally:
         await state.redis_client().delete(chat_cache.chat_notes_key(chat_id))
 
