@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from instances.models import Instance
 from instances.services import ainstance_tier_secrets_get
 from openmates import llm
 from pipeline.preprocess import language_name
@@ -87,7 +88,7 @@ class Postprocessed:
 
 async def postprocess(
     *,
-    instance: Any,
+    instance: Instance,
     chat_id: str,
     user_id: int,
     language: str,
@@ -108,49 +109,83 @@ async def postprocess(
     """
     messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in conversation]
     recent = messages[-ASK_VIEW:]
-    follow_ups: tuple[str, ...] = ()
-    new_title, new_summary, covers = None, None, None
+    done = Postprocessed()
     if use_model:
-        rolling, rolling_covers, complete = await _fold_gap(
+        done = await _model_postprocess(
             instance=instance,
             chat_id=chat_id,
             language=language,
+            title=title,
             summary=summary,
             summary_covers=summary_covers,
             conversation=conversation,
+            recent=recent,
             fast_context_tokens=fast_context_tokens,
         )
-        data = await _ask(instance, chat_id, language, title, rolling, recent, fast_context_tokens)
-        raw = data.get("follow_ups")
-        follow_ups = (
-            tuple(str(f).strip() for f in raw if str(f).strip())[:MAX_FOLLOW_UPS]
-            if isinstance(raw, list)
-            else ()
-        )
-        if data.get("topic_changed") and str(data.get("title") or "").strip():
-            new_title = str(data["title"]).strip()[:80]
-        asked = str(data.get("summary") or "").strip() or None
-        if complete and asked and conversation:
-            new_summary, covers = asked, str(conversation[-1]["message_id"])
-        elif rolling_covers != summary_covers:
-            new_summary, covers = rolling, rolling_covers
-    saved = 0
-    if _memory_extractor is not None and getattr(instance, "memory_enabled", True):
-        try:
-            saved = int(
-                await _memory_extractor(
-                    user_id=user_id, instance=instance, chat_id=chat_id, messages=recent
-                )
-            )
-        except Exception:
-            logger.exception("memory extraction failed for chat %s", chat_id)
-    return Postprocessed(
-        follow_ups=follow_ups,
-        title=new_title,
-        summary=new_summary,
-        summary_covers=covers,
-        memories_saved=saved,
+    saved = await _memories_extract(
+        instance=instance, user_id=user_id, chat_id=chat_id, recent=recent
     )
+    return replace(done, memories_saved=saved)
+
+
+async def _model_postprocess(
+    *,
+    instance: Instance,
+    chat_id: str,
+    language: str,
+    title: str | None,
+    summary: str | None,
+    summary_covers: str | None,
+    conversation: Sequence[dict[str, Any]],
+    recent: list[dict[str, str]],
+    fast_context_tokens: int,
+) -> Postprocessed:
+    """The model-based part: the gap folded into the summary, then the per-turn call."""
+    rolling, rolling_covers, complete = await _fold_gap(
+        instance=instance,
+        chat_id=chat_id,
+        language=language,
+        summary=summary,
+        summary_covers=summary_covers,
+        conversation=conversation,
+        fast_context_tokens=fast_context_tokens,
+    )
+    data = await _ask(instance, chat_id, language, title, rolling, recent, fast_context_tokens)
+    raw = data.get("follow_ups")
+    follow_ups = (
+        tuple(str(f).strip() for f in raw if str(f).strip())[:MAX_FOLLOW_UPS]
+        if isinstance(raw, list)
+        else ()
+    )
+    new_title, new_summary, covers = None, None, None
+    if data.get("topic_changed") and str(data.get("title") or "").strip():
+        new_title = str(data["title"]).strip()[:80]
+    asked = str(data.get("summary") or "").strip() or None
+    if complete and asked and conversation:
+        new_summary, covers = asked, str(conversation[-1]["message_id"])
+    elif rolling_covers != summary_covers:
+        new_summary, covers = rolling, rolling_covers
+    return Postprocessed(
+        follow_ups=follow_ups, title=new_title, summary=new_summary, summary_covers=covers
+    )
+
+
+async def _memories_extract(
+    *, instance: Instance, user_id: int, chat_id: str, recent: list[dict[str, str]]
+) -> int:
+    """How many memories the installed extraction hook saved from ``recent`` (0 without
+    one, when the instance has memories off, or when it failed: logged)."""
+    if _memory_extractor is None or not instance.memory_enabled:
+        return 0
+    try:
+        return int(
+            await _memory_extractor(
+                user_id=user_id, instance=instance, chat_id=chat_id, messages=recent
+            )
+        )
+    except Exception:
+        logger.exception("memory extraction failed for chat %s", chat_id)
+        return 0
 
 
 def summary_gap(
@@ -173,7 +208,7 @@ def summary_gap(
 
 async def _fold_gap(
     *,
-    instance: Any,
+    instance: Instance,
     chat_id: str,
     language: str,
     summary: str | None,
@@ -223,7 +258,7 @@ async def summary_fold(
     *,
     previous: str | None,
     language: str,
-    instance: Any,
+    instance: Instance,
     chat_id: str,
     context_tokens: int,
 ) -> str | None:
@@ -328,7 +363,7 @@ async def gather_bounded(calls: Sequence[Callable[[], Awaitable[str]]], *, limit
     return [task.result() for task in tasks]
 
 
-async def _summary_call(instruction: str, text: str, *, instance: Any, chat_id: str) -> str:
+async def _summary_call(instruction: str, text: str, *, instance: Instance, chat_id: str) -> str:
     result = await llm.complete(
         tier="fast",
         messages=[
@@ -347,7 +382,7 @@ async def _summary_call(instruction: str, text: str, *, instance: Any, chat_id: 
 
 
 async def _ask(
-    instance: Any,
+    instance: Instance,
     chat_id: str,
     language: str,
     title: str | None,

@@ -8,8 +8,8 @@ category, memory categories, and heuristic safety scores.
 
 Model-based parts, each one fast-tier call with a JSON schema: ``model_safety_check``
 (first messages, or when a heuristic fired) and ``title_generate`` (first messages,
-concurrently with the main call). Instances on the bundled local model skip both
-(``heuristic_title`` instead).
+concurrently with the main call). Instances whose fast tier is a base model (the bundled
+local one: ``openmates.llm.is_base_model``) skip both (``heuristic_title`` instead).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import get_language_info
 
+from instances.models import Instance
 from instances.services import ainstance_tier_secrets_get
 from openmates import llm
 
-TIERS = ("fast", "standard", "heavy")
 # Members may lower the tier; only instance owners and admins may ask for ``heavy``.
 TIERS_BY_ROLE = {
-    "owner": TIERS,
-    "admin": TIERS,
+    "owner": llm.TIERS,
+    "admin": llm.TIERS,
     "member": ("fast", "standard"),
 }
 MAX_TOOLS = 5
@@ -509,7 +509,7 @@ def choose_tier(
     else:
         tier, reason = "standard", "default tier"
     if previous_assistant is not None and _UNHAPPY_RE.search(text):
-        tier = TIERS[min(TIERS.index(tier) + 1, len(TIERS) - 1)]
+        tier = llm.TIERS[min(llm.TIERS.index(tier) + 1, len(llm.TIERS) - 1)]
         reason = "user unhappy with the last answer"
     if tier not in allowed:
         tier = allowed[-1]
@@ -721,7 +721,7 @@ SAFETY_SCHEMA: dict[str, Any] = {
 }
 
 
-async def model_safety_check(*, text: str, instance: Any, chat_id: str) -> SafetyScores | None:
+async def model_safety_check(*, text: str, instance: Instance, chat_id: str) -> SafetyScores | None:
     """Fast-tier safety scores, or None when the model gave no usable answer."""
     messages = [
         {
@@ -785,7 +785,7 @@ def heuristic_title(text: str, *, category: str = "general") -> ChatTitle:
 
 
 async def title_generate(
-    *, text: str, language: str, instance: Any, chat_id: str
+    *, text: str, language: str, instance: Instance, chat_id: str
 ) -> ChatTitle | None:
     """Fast-tier title, icon, category and tags (≤ 10); None on failure. The instruction
     names ``language`` (an ISO 639 code) in words: the title is written in it."""
@@ -829,16 +829,11 @@ async def title_generate(
 # --- the whole step -------------------------------------------------------------------------
 
 
-def tier_model(tier: str, instance: Any) -> str:
+def tier_model(tier: str, instance: Instance) -> str:
     """The first model of ``tier`` in the instance's tier map (else the default map)."""
-    tier_map = getattr(instance, "tier_map", None) or settings.LLM_DEFAULT_TIERS
+    tier_map = instance.tier_map or settings.LLM_DEFAULT_TIERS
     entries = tier_map.get(tier) or settings.LLM_DEFAULT_TIERS.get(tier) or [{}]
     return str(entries[0].get("model", ""))
-
-
-def uses_local_model(instance: Any) -> bool:
-    """Whether the instance answers with the bundled local model (skip model-based steps)."""
-    return tier_model("standard", instance) == settings.LLM_LOCAL_MODEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -859,7 +854,7 @@ class Preprocessed:
 def preprocess(
     *,
     content: str,
-    instance: Any,
+    instance: Instance,
     candidates: Sequence[ToolCandidate],
     role: str,
     previous_assistant: str | None,
@@ -871,7 +866,7 @@ def preprocess(
     """Every local decision for one message (no I/O; about a millisecond)."""
     text = strip_invisible(content)
     language = detect_language(
-        text, fallback=fallback_language or getattr(instance, "default_language", "en") or "en"
+        text, fallback=fallback_language or instance.default_language or "en"
     )
     tier, reason = choose_tier(
         text, previous_assistant=previous_assistant, requested=requested_tier, role=role

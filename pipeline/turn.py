@@ -33,6 +33,8 @@ import redis
 from chats import cache as chat_cache
 from chats import selectors as chat_selectors
 from chats import services as chat_services
+from chats.models import Chat
+from instances.models import Instance, Mate
 from instances.selectors import mates_for_instance, prompt_sections_get
 from openmates import llm, vault
 from pipeline import events as ev
@@ -45,6 +47,7 @@ from pipeline.mainprocess import MainContext, MainResult, respond
 from pipeline.protocol import VAULT_SETUP_FAULT
 from pipeline.runtime import TurnControl, on_orphan
 from pipeline.safety_replies import safety_reply
+from skills.registry import ToolSpec
 from skills.selectors import enabled_skill_versions, enabled_tools_for_instance
 
 logger = logging.getLogger(__name__)
@@ -67,8 +70,8 @@ class TurnRequest:
 
     task_id: str
     user_id: int
-    chat: Any
-    instance: Any
+    chat: Chat  # its instance loaded with it (``chats.selectors``)
+    instance: Instance
     role: str
     message_id: str
     assistant_message_id: str
@@ -86,10 +89,10 @@ class InstanceContext:
     ``context_tokens``: each tier's input context in tokens (``llm.context_tokens``).
     """
 
-    tools: tuple[Any, ...]  # skills.registry.ToolSpec
+    tools: tuple[ToolSpec, ...]
     candidates: tuple[pre.ToolCandidate, ...]
     skill_prompts: tuple[dict[str, Any], ...]
-    mates: tuple[Any, ...]
+    mates: tuple[Mate, ...]
     sections: dict[str, str]
     context_tokens: dict[str, int] = field(default_factory=dict)
     loaded_at: float = field(default_factory=time.monotonic)
@@ -99,7 +102,7 @@ class InstanceContext:
         return [s for s in self.skill_prompts if wanted.intersection(s["tool_names"])]
 
 
-def _instance_context_load(instance: Any) -> InstanceContext:
+def _instance_context_load(instance: Instance) -> InstanceContext:
     tools = enabled_tools_for_instance(instance)
     versions = enabled_skill_versions(instance)
     hints: dict[str, list[str]] = {}
@@ -126,7 +129,7 @@ def _instance_context_load(instance: Any) -> InstanceContext:
 _instance_contexts: dict[int, InstanceContext] = {}
 
 
-async def instance_context_get(instance: Any) -> InstanceContext:
+async def instance_context_get(instance: Instance) -> InstanceContext:
     """The instance's tools, skills, mates and prompt sections (one sync call when cold)."""
     cached = _instance_contexts.get(instance.pk)
     if cached is not None and time.monotonic() - cached.loaded_at < INSTANCE_CONTEXT_TTL_S:
@@ -296,9 +299,7 @@ async def _answer(
     progress.language = decided.language
     mate = _mate_choose(context.mates, decided.mate_category, request.requested_mate)
     first = not progress.history
-    use_model = bool(
-        getattr(instance, "model_preprocessing_enabled", True)
-    ) and not pre.uses_local_model(instance)
+    use_model = instance.model_preprocessing_enabled and not _on_base_model(instance)
     safety = decided.safety
     if use_model and (first or safety.heuristic_fired):
         safety = (
@@ -317,7 +318,7 @@ async def _answer(
         model=decided.model,
         reason="safety_rejected" if safety.rejected else decided.reason,
         tools=decided.tools,
-        mate=getattr(mate, "name", ""),
+        mate=mate.name if mate else "",
         title=heuristic.title if heuristic else None,
         icon=heuristic.icon if heuristic else None,
         category=heuristic.category if heuristic else None,
@@ -415,7 +416,14 @@ def _title_event(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone
     )
 
 
-def _mate_choose(mates: Sequence[Any], category: str | None, requested: str | None) -> Any | None:
+def _on_base_model(instance: Instance) -> bool:
+    """Whether the model-based pre- and post-processing steps are skipped: each is a
+    fast-tier call with a JSON schema, which a base model (the bundled local one, behind
+    a completions endpoint) cannot follow (docs/architecture.md §6)."""
+    return llm.is_base_model(tier="fast", instance=instance)
+
+
+def _mate_choose(mates: Sequence[Mate], category: str | None, requested: str | None) -> Mate | None:
     for mate in mates:
         if requested and requested in (mate.name, mate.category):
             return mate
@@ -429,7 +437,7 @@ async def _memory_consent(
     request: TurnRequest, wanted: Sequence[str]
 ) -> tuple[list[str], list[str]]:
     """``(allowed categories, categories to ask about now)``; asks once per chat."""
-    if not wanted or not getattr(request.instance, "memory_enabled", True):
+    if not wanted or not request.instance.memory_enabled:
         return [], []
     consent = await state.memory_consent_get(request.chat.pk)
     ask = [c for c in wanted if c not in consent]
@@ -543,9 +551,7 @@ async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.Postproc
             "content": progress.result.content,
         },
     ]
-    use_model = bool(getattr(instance, "follow_ups_enabled", True)) and not pre.uses_local_model(
-        instance
-    )
+    use_model = instance.follow_ups_enabled and not _on_base_model(instance)
     try:
         context = await instance_context_get(instance)
         done = await post.postprocess(

@@ -139,6 +139,32 @@ def _exchange_history(old_user: str, old_reply: str) -> list[dict[str, str]]:
     ]
 
 
+async def test_a_base_model_fast_tier_gets_a_heuristic_title_and_no_model_steps(
+    ws_client, chat, user, instance, llm_script
+):
+    from pipeline.turn import instance_context_forget
+
+    # Not the bundled model's exact name, but a base model as well: no JSON schema there.
+    instance.tier_map = {
+        "fast": [{"model": "text-completion-openai/tiny-base", "api_base": "http://127.0.0.1:9/v1"}]
+    }
+    await sync_to_async(instance.save)()
+    instance_context_forget()
+    llm_script.reply(text="Paris.", model="standard")
+    client = await ws_client(user)
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=new_id(),
+        content="What is the capital of France?",
+    )
+    frames = await client.until("stream.done")
+    titles = [f.get("title") for f in frames if f["type"] == "preprocess.done"]
+    assert titles == ["What is the capital of France"]
+    assert frames[-1]["status"] == "done"
+    assert [r.model for r in llm_script.requests] == ["standard"]
+
+
 async def test_cache_miss_asks_the_client_for_history_then_answers(
     ws_client, chat, user, llm_script
 ):
