@@ -75,6 +75,8 @@ async def reap_orphans(*, running_here: set[str] | frozenset[str] = frozenset())
 
 async def _reap(record: state.TaskRecord) -> None:
     await orphan_fail(record)
+    # Before the record goes: a stream.resume from then on reads the snapshot.
+    await _snapshot_failed(record)
     await state.lease_release(chat_id=record.chat_id, task_id=record.task_id)
     await state.record_delete(record)
     layer = get_channel_layer()
@@ -93,6 +95,28 @@ async def _reap(record: state.TaskRecord) -> None:
         user_socket_group(record.user_id),
         {"type": "turn.frames", "task_id": record.task_id, "frames": [done.to_frame()]},
     )
+
+
+async def _snapshot_failed(record: state.TaskRecord) -> None:
+    """Store the reaped turn's snapshot with status ``failed`` (its text so far kept), so
+    a late ``stream.resume`` gets ``stream.done`` instead of a turn that never ends."""
+    try:
+        kept = await state.snapshot_load(user_id=record.user_id, task_id=record.task_id)
+    except Exception:
+        # A replaced key or a service away: the text is lost, the outcome is not.
+        logger.warning("reaper: snapshot of task %s not readable", record.task_id)
+        kept = None
+    failed = state.Snapshot(
+        chat_id=record.chat_id,
+        message_id=record.assistant_message_id,
+        sequence=kept.sequence if kept else 0,
+        content=kept.content if kept else "",
+        status="failed",
+    )
+    try:
+        await state.snapshot_save(user_id=record.user_id, task_id=record.task_id, snapshot=failed)
+    except Exception:
+        logger.exception("reaper: snapshot of task %s not saved", record.task_id)
 
 
 class LiveTurn(Protocol):

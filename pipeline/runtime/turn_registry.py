@@ -232,7 +232,8 @@ class TurnRegistry:
                     task_id=record.task_id,
                 ),
             )
-            await delivery.emit(
+            # Through finish: the snapshot says failed, so a late stream.resume ends too.
+            await delivery.finish(
                 ev.StreamDone(
                     chat_id=record.chat_id,
                     task_id=record.task_id,
@@ -241,7 +242,6 @@ class TurnRegistry:
                     model="",
                     usage={"prompt_tokens": 0, "completion_tokens": 0},
                     status="failed",
-                    sequence=delivery.sequence,
                 ),
             )
 

@@ -6,6 +6,7 @@ of the tier's list takes over only while no text was shown."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -24,15 +25,22 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 TOOL = "tally_count"
 FALLBACK_CHAIN = {"standard": [{"model": "scripted/primary"}, {"model": "scripted/backup"}]}
-_running = {"now": 0, "most": 0, "calls": 0}
+# Calls so far, running now, most at once; a call returns once "hold" calls run together
+# (or after HOLD_S), so that calls started one after another are seen overlapping.
+_running = {"now": 0, "most": 0, "calls": 0, "hold": 1}
+_together = {"event": asyncio.Event()}
+HOLD_S = 5.0
 
 
 async def _tally(params: dict[str, Any], context: Any) -> dict[str, Any]:
     _running["calls"] += 1
     _running["now"] += 1
     _running["most"] = max(_running["most"], _running["now"])
+    if _running["now"] >= _running["hold"]:
+        _together["event"].set()
     try:
-        await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_together["event"].wait(), HOLD_S)
     finally:
         _running["now"] -= 1
     return {"success": True, "result": {"n": params["n"]}}
@@ -53,7 +61,8 @@ def tally() -> ToolSpec:
             },
             execute=_tally,
         )
-    _running.update(now=0, most=0, calls=0)
+    _running.update(now=0, most=0, calls=0, hold=1)
+    _together["event"] = asyncio.Event()
     spec = get_tool(TOOL)
     assert spec is not None
     return spec
@@ -136,6 +145,7 @@ async def test_tool_calls_in_the_round_offered_no_tools_do_not_run(
 async def test_at_most_five_calls_of_a_round_run_at_once_and_the_rest_are_refused(
     ctx: MainContext, chat: Any, llm_script: Any
 ) -> None:
+    _running["hold"] = MAX_PARALLEL
     llm_script.reply(tool_calls=_calls(*range(MAX_PARALLEL + 2)), model="standard")
     llm_script.reply(text="Five of seven.", model="standard")
 

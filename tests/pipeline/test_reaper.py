@@ -127,6 +127,28 @@ async def test_a_dead_process_turn_is_reaped_its_messages_failed_and_the_sockets
     await layer.group_discard(runtime.user_group(user.pk), listener)
 
 
+async def test_a_reaped_turns_snapshot_keeps_its_text_and_says_it_failed(
+    cache_user_id: int,
+) -> None:
+    record = await _dead_turn(cache_user_id)
+    empty = await _dead_turn(cache_user_id)
+    so_far = state.Snapshot(record.chat_id, record.assistant_message_id, 2, "Half a", None)
+    await state.snapshot_save(user_id=cache_user_id, task_id=record.task_id, snapshot=so_far)
+    try:
+        reaped = await reaper.reap_orphans()
+        assert {record.task_id, empty.task_id} <= set(reaped)
+
+        kept = await state.snapshot_load(user_id=cache_user_id, task_id=record.task_id)
+        assert kept == dataclasses.replace(so_far, status="failed")
+        # The dead process had saved no snapshot yet: one says it failed, with no text.
+        assert await state.snapshot_load(user_id=cache_user_id, task_id=empty.task_id) == (
+            state.Snapshot(empty.chat_id, empty.assistant_message_id, 0, "", "failed")
+        )
+    finally:
+        await state.snapshot_drop(record.task_id)
+        await state.snapshot_drop(empty.task_id)
+
+
 async def test_a_process_never_reaps_a_turn_it_runs_even_when_its_proof_of_life_lapsed(
     handled: list[state.TaskRecord],
 ) -> None:
@@ -196,22 +218,23 @@ async def test_a_failing_handler_is_logged_and_the_others_still_run(
 
 
 async def test_a_lease_expires_unless_the_heartbeat_renews_it(settings: Any) -> None:
-    settings.PIPELINE_LEASE_TTL_S = 0.6
+    settings.PIPELINE_LEASE_TTL_S = 1.5
     record, other = task_record(), task_record()
     other = dataclasses.replace(other, chat_id=record.chat_id)
     spawn = Spawner()
     heartbeat = reaper.Heartbeat({record.task_id: _live(record, spawn)}, lambda _: None)
     heartbeat.last_reap = time.monotonic()  # no reaping in this test
+    client = state.redis_client()
     try:
         assert await state.lease_acquire(chat_id=record.chat_id, task_id=record.task_id) == 0
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(0.9)
         await heartbeat.beat(renew=True)
-        assert await state.redis_client().pttl(state._lease_key(record.chat_id)) > 450
-        await asyncio.sleep(0.4)  # 0.8 s after it was taken: alive thanks to the renewal
+        assert await client.pttl(state._lease_key(record.chat_id)) > 1000
+        await asyncio.sleep(0.9)  # 1.8 s after it was taken: held thanks to the renewal
         assert await state.lease_holder(record.chat_id) == record.task_id
         assert await state.lease_acquire(chat_id=record.chat_id, task_id=other.task_id) == 1
 
-        await asyncio.sleep(0.7)  # no renewal: it expires
+        await asyncio.sleep(1.7)  # no renewal: it expires
         assert await state.lease_holder(record.chat_id) is None
         assert await state.lease_acquire(chat_id=record.chat_id, task_id=other.task_id) == 0
     finally:

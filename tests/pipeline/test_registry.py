@@ -320,8 +320,8 @@ async def test_the_history_and_a_tool_cancel_reach_a_turn_through_its_control_ch
         yield _done(record, content=",".join(sorted(control.cancelled_tools)))
 
     socket = Recorder()
-    await registry.start(record=record, factory=turn, origin=socket)
-    await socket.until("message.accepted")
+    active = await registry.start(record=record, factory=turn, origin=socket)
+    await eventually(lambda: "embed-1" in active.control.tool_tasks)
     await layer.send(registry.channel, {"type": "skill.cancel", "embed_id": "embed-1"})
     await layer.send(registry.channel, {"type": "turn.history", "task_id": record.task_id})
     done = await socket.until("stream.done")
@@ -362,6 +362,11 @@ async def test_a_turn_that_crashes_outside_run_turn_ends_failed_with_an_error(
     assert [r.task_id for r in failed] == [record.task_id]
     assert await state.record_get(record.task_id) is None
     assert await state.lease_holder(record.chat_id) is None
+    # A socket resuming it later reads that it failed (actions.turn_ended).
+    kept = await state.snapshot_load(user_id=cache_user_id, task_id=record.task_id)
+    assert kept is not None
+    assert (kept.status, kept.sequence, kept.content) == ("failed", 1, "Half")
+    await state.snapshot_drop(record.task_id)
 
 
 async def test_a_turn_of_a_chat_deleted_meanwhile_leaves_no_snapshot_nor_kept_text(
