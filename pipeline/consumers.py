@@ -23,7 +23,6 @@ import logging
 import random
 from typing import Any
 
-import redis
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -33,10 +32,9 @@ from accounts.ws_auth import (
     token_seconds_left,
     token_socket_groups,
 )
-from openmates.vault import VaultError
 from pipeline import actions, runtime
 from pipeline import events as ev
-from pipeline.protocol import VAULT_SETUP_FAULT, ErrorCode, FrameError, parse_frame
+from pipeline.protocol import FrameError, error_for_exception, parse_frame
 
 logger = logging.getLogger(__name__)
 
@@ -126,22 +124,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.deliver(
                 ev.Error(code=error.code, message=error.message, **error.ids).to_frame()
             )
-        except VaultError as error:
-            if error.is_outage:
-                logger.warning("frame failed: Vault unavailable", exc_info=True)
-                await self._error(ErrorCode.VAULT_UNAVAILABLE, "The key service is unavailable.")
-            else:
-                logger.error("frame failed: Vault refused: %s", error)
-                await self._error(ErrorCode.INTERNAL, VAULT_SETUP_FAULT)
-        except redis.RedisError:
-            logger.warning("frame failed: Redis unavailable", exc_info=True)
-            await self._error(ErrorCode.CACHE_UNAVAILABLE, "The cache is unavailable.")
-        except Exception:
-            logger.exception("frame failed")
-            await self._error(ErrorCode.INTERNAL, "Something went wrong.")
-
-    async def _error(self, code: ErrorCode, message: str) -> None:
-        await self.deliver(ev.Error(code=code, message=message).to_frame())
+        except Exception as exc:
+            code, message = error_for_exception(exc, doing="frame")
+            await self.deliver(ev.Error(code=code, message=message).to_frame())
 
     async def deliver(self, frame: dict[str, Any]) -> None:
         """Send one frame; a delta this socket already has (by sequence) is skipped."""

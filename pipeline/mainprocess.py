@@ -29,7 +29,7 @@ from pipeline import events as ev
 from pipeline import prompts
 from pipeline.db import db_call
 from pipeline.ids import new_id
-from pipeline.protocol import max_reply_bytes
+from pipeline.protocol import ErrorCode, max_reply_bytes
 from pipeline.runtime import TurnControl
 from pipeline.tool_output import fence_tool_output, screen_tool_output, tool_output_text
 from skills.executor import execute_tool
@@ -152,7 +152,7 @@ async def respond(
 def _provider_error(ctx: MainContext, result: MainResult, message: str) -> ev.Error:
     result.status = "interrupted" if result.parts else "failed"
     result.error = ev.Error(
-        code="provider_error",
+        code=ErrorCode.PROVIDER_ERROR,
         message=message or "The model provider failed.",
         chat_id=ctx.chat.pk,
         task_id=ctx.task_id,

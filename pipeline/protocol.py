@@ -16,16 +16,22 @@ class per client frame type, or raises ``FrameError`` carrying the docs/protocol
 
 Validation is strict (no coercion: ``"3"`` is not a version) and extra fields are ignored,
 because docs/protocol.md §1 lets clients add fields.
+
+:class:`ErrorCode` holds the §8 codes; :func:`error_for_exception` is the one mapping of an
+unexpected failure (Vault, Redis, anything else) to a code and message, for the consumer
+and the turn alike.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
+import redis
 from django.conf import settings
 from pydantic import (
     AfterValidator,
@@ -45,6 +51,9 @@ from openmates.ids import (
     is_uuid7,
 )
 from openmates.ids import ciphertext_chars as ciphertext_chars  # one of the size limits
+from openmates.vault import VaultError
+
+logger = logging.getLogger(__name__)
 
 # The size limits, all in one place; the others are derived from these.
 MAX_FRAME_BYTES = 256 * 1024
@@ -99,6 +108,28 @@ class ErrorCode(StrEnum):
     VAULT_UNAVAILABLE = "vault_unavailable"
     CACHE_UNAVAILABLE = "cache_unavailable"
     INTERNAL = "internal"
+
+
+def error_for_exception(exc: BaseException, *, doing: str) -> tuple[ErrorCode, str]:
+    """The ``error`` code and message for an unexpected failure while ``doing`` something
+    (``"frame"``, ``"turn <task id>"``: named in the log), logged as it deserves.
+
+    A Vault outage is ``vault_unavailable`` and a Redis failure ``cache_unavailable``
+    (both worth retrying, logged as warnings); a Vault refusal (a missing key, a refused
+    token) is ``internal`` with :data:`VAULT_SETUP_FAULT`, logged as an error, since
+    retrying will not help; anything else is ``internal``, logged with its traceback.
+    """
+    if isinstance(exc, VaultError) and exc.is_outage:
+        logger.warning("%s: Vault unavailable: %s", doing, exc)
+        return ErrorCode.VAULT_UNAVAILABLE, "The key service is unavailable; try again shortly."
+    if isinstance(exc, VaultError):
+        logger.error("%s: Vault refused: %s", doing, exc)
+        return ErrorCode.INTERNAL, VAULT_SETUP_FAULT
+    if isinstance(exc, redis.RedisError):
+        logger.warning("%s: Redis unavailable: %r", doing, exc, exc_info=exc)
+        return ErrorCode.CACHE_UNAVAILABLE, "The cache is unavailable; try again shortly."
+    logger.error("%s failed", doing, exc_info=exc)
+    return ErrorCode.INTERNAL, "Something went wrong; try again."
 
 
 class FrameError(Exception):

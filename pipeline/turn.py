@@ -28,15 +28,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
-
 from chats import cache as chat_cache
 from chats import selectors as chat_selectors
 from chats import services as chat_services
 from chats.models import Chat
 from instances.models import Instance, Mate
 from instances.selectors import mates_for_instance, prompt_sections_get
-from openmates import llm, vault
+from openmates import llm
 from pipeline import events as ev
 from pipeline import postprocess as post
 from pipeline import preprocess as pre
@@ -44,7 +42,7 @@ from pipeline import prompts, state
 from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.mainprocess import MainContext, MainResult, respond
-from pipeline.protocol import VAULT_SETUP_FAULT
+from pipeline.protocol import ErrorCode, error_for_exception
 from pipeline.runtime import TurnControl, on_orphan
 from pipeline.safety_replies import safety_reply
 from skills.registry import ToolSpec
@@ -199,7 +197,7 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
     if progress.rejected and result.status == "done":
         # The canned reply is the answer (status done); the error says why, just before.
         yield ev.Error(
-            code="safety_rejected",
+            code=ErrorCode.SAFETY_REJECTED,
             message=SAFETY_REJECTED_MESSAGE,
             chat_id=request.chat.pk,
             task_id=request.task_id,
@@ -243,19 +241,7 @@ def _uncancel() -> None:
 
 
 def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
-    if isinstance(exc, vault.VaultError) and exc.is_outage:
-        logger.warning("turn %s: Vault unavailable: %s", request.task_id, exc)
-        code, message = "vault_unavailable", "The key service is unavailable; try again shortly."
-    elif isinstance(exc, vault.VaultError):
-        # A missing key or a refused token is a set-up fault, not an outage: retrying won't help.
-        logger.error("turn %s: Vault refused: %s", request.task_id, exc)
-        code, message = "internal", VAULT_SETUP_FAULT
-    elif isinstance(exc, redis.RedisError):
-        logger.warning("turn %s: Redis unavailable: %r", request.task_id, exc, exc_info=exc)
-        code, message = "cache_unavailable", "The cache is unavailable; try again shortly."
-    else:
-        logger.exception("turn %s failed", request.task_id, exc_info=exc)
-        code, message = "internal", "Something went wrong while answering."
+    code, message = error_for_exception(exc, doing=f"turn {request.task_id}")
     return ev.Error(
         code=code,
         message=message,
@@ -481,7 +467,7 @@ async def _load_history(
         except TimeoutError:
             raise _TurnError(
                 ev.Error(
-                    code="cache_unavailable",
+                    code=ErrorCode.CACHE_UNAVAILABLE,
                     message="The chat history did not arrive in time.",
                     chat_id=chat.pk,
                     task_id=request.task_id,

@@ -7,7 +7,9 @@ import json
 from typing import Any
 
 import pytest
+import redis
 
+from openmates.vault import VaultError
 from pipeline import protocol
 from pipeline.ids import new_id
 from pipeline.protocol import ErrorCode, FrameError, parse_frame
@@ -322,3 +324,21 @@ async def test_over_a_socket_malformed_frames_get_invalid_frame_and_the_socket_s
 
     await client.send_text('{"type":"ping","ts":5}')
     assert await client.recv() == {"type": "pong", "ts": 5}
+
+
+@pytest.mark.parametrize(
+    ("failure", "code", "message"),
+    [
+        (VaultError("sealed", "Vault is sealed"), "vault_unavailable", "try again shortly"),
+        (VaultError("not_found", "no key user-7"), "internal", "ask the administrator"),
+        (redis.ConnectionError("refused"), "cache_unavailable", "try again shortly"),
+        (RuntimeError("a bug"), "internal", "Something went wrong"),
+    ],
+)
+def test_an_unexpected_failure_maps_to_one_error_code(
+    failure: Exception, code: str, message: str
+) -> None:
+    mapped, text = protocol.error_for_exception(failure, doing="frame")
+    assert (mapped, type(mapped)) == (code, protocol.ErrorCode)
+    assert message in text
+    assert str(failure) not in text  # nothing of the failure's own text reaches the user
