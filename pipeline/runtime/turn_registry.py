@@ -36,6 +36,7 @@ from accounts.services import user_socket_group
 from chats import cache as chat_cache
 from pipeline import events as ev
 from pipeline import state
+from pipeline.protocol import ErrorCode
 from pipeline.runtime.delivery import Delivery, Subscriber
 from pipeline.runtime.reaper import Heartbeat, orphan_fail
 
@@ -226,7 +227,7 @@ class TurnRegistry:
         with contextlib.suppress(Exception):
             await delivery.emit(
                 ev.Error(
-                    code="internal",
+                    code=ErrorCode.INTERNAL,
                     message="The turn could not run; try again.",
                     chat_id=record.chat_id,
                     task_id=record.task_id,
