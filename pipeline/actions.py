@@ -58,11 +58,11 @@ class Socket(Protocol):
 
 
 def frames_per_10s() -> int:
-    return int(getattr(settings, "PIPELINE_FRAMES_PER_10S", 120))
+    return int(settings.PIPELINE_FRAMES_PER_10S)
 
 
 def turns_per_minute() -> int:
-    return int(getattr(settings, "PIPELINE_TURNS_PER_MINUTE", 30))
+    return int(settings.PIPELINE_TURNS_PER_MINUTE)
 
 
 _ERROR_IDS = ("request_id", "chat_id", "task_id", "message_id")

@@ -71,7 +71,7 @@ assert MAX_MESSAGE_CIPHERTEXT_CHARS + MAX_FRAME_BYTES <= MAX_BULK_FRAME_BYTES
 def max_reply_bytes() -> int:
     """The reply cap of this deployment in UTF-8 bytes: ``PIPELINE_MAX_REPLY_BYTES``,
     never above :data:`MAX_REPLY_BYTES` (what clients can store and send back)."""
-    configured = int(getattr(settings, "PIPELINE_MAX_REPLY_BYTES", MAX_REPLY_BYTES))
+    configured = int(settings.PIPELINE_MAX_REPLY_BYTES)
     return max(1, min(configured, MAX_REPLY_BYTES))
 
 
