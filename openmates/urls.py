@@ -17,6 +17,7 @@ urlpatterns = [
     path("health/ready", health.readiness, name="health-ready"),
     path("admin/", admin.site.urls),
     path("api/chats/", include("chats.urls")),
+    path("api/memories/", include("memories.urls")),
     path("api/account/", AccountDeleteApi.as_view(), name="account-delete"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
 ]
