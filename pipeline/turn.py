@@ -251,17 +251,32 @@ def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What pre-processing decided for the turn's message (``decided``), the mate it
+    chose, whether it is the chat's first message and whether model-based
+    pre-processing runs (``use_model``)."""
+
+    decided: pre.Preprocessed
+    mate: Mate | None
+    first: bool
+    use_model: bool
+
+
 async def _answer(
     request: TurnRequest, control: TurnControl, progress: _Progress
 ) -> AsyncIterator[ev.ServerEvent]:
-    chat, instance = request.chat, request.instance
+    """The turn up to the end of its reply: the history (with the notes and the instance
+    context read meanwhile), pre-processing and the safety step, then the reply streamed
+    from the prompt, with a first message's title arriving beside it."""
+    chat = request.chat
     # Independent reads and the retry copy run while the history loads.
     side = asyncio.gather(
         state.pending_content_save(
             user_id=request.user_id, message_id=request.message_id, content=request.content
         ),
         state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk),
-        instance_context_get(instance),
+        instance_context_get(request.instance),
     )
     try:
         async for event in _load_history(request, control, progress):
@@ -270,10 +285,43 @@ async def _answer(
         _, progress.notes, context = await side
     if progress.history_from_client:
         progress.notes = await state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk)
-    previous = next((m for m in reversed(progress.history) if m.get("role") == "assistant"), None)
+    plan = _plan(request, progress, context)
+    safety = await _safety_check(request, plan)
+    categories, ask = await _memory_consent(request, plan.decided.memory_categories)
+    if ask:
+        yield ev.MemoryRequest(chat_id=chat.pk, request_id=new_id(), categories=tuple(ask))
+    yield _preprocess_done(request, progress, plan, safety)
+    if safety.rejected:
+        yield _rejection(progress, plan.decided.language)
+        return
+    _title_start(request, progress, plan)
+    tools = [t for t in context.tools if t.name in plan.decided.tools]
+    messages = await _prompt_build(request, progress, context, plan, tools, categories)
+    main = MainContext(
+        chat=chat,
+        instance=request.instance,
+        user_id=request.user_id,
+        task_id=request.task_id,
+        assistant_message_id=request.assistant_message_id,
+        tier=plan.decided.tier,
+        tools=tools,
+        control=control,
+    )
+    async for event in respond(main, messages, progress.result):
+        yield event
+        if (title := _title_event(request, progress)) is not None:
+            yield title
+    if (title := await _title_wait(request, progress)) is not None:
+        yield title
+
+
+def _plan(request: TurnRequest, progress: _Progress, context: InstanceContext) -> _Plan:
+    """Pre-processing's local decisions for the message (``preprocess.preprocess``)."""
+    history = progress.history
+    previous = next((m for m in reversed(history) if m.get("role") == "assistant"), None)
     decided = pre.preprocess(
         content=request.content,
-        instance=instance,
+        instance=request.instance,
         candidates=context.candidates,
         role=request.role,
         previous_assistant=str(previous["content"]) if previous else None,
@@ -283,55 +331,96 @@ async def _answer(
         fallback_language=progress.notes.language,
     )
     progress.language = decided.language
-    mate = _mate_choose(context.mates, decided.mate_category, request.requested_mate)
-    first = not progress.history
-    use_model = instance.model_preprocessing_enabled and not _on_base_model(instance)
-    safety = decided.safety
-    if use_model and (first or safety.heuristic_fired):
-        safety = (
-            await pre.model_safety_check(text=decided.content, instance=instance, chat_id=chat.pk)
-            or safety
-        )
-    categories, ask = await _memory_consent(request, decided.memory_categories)
-    if ask:
-        yield ev.MemoryRequest(chat_id=chat.pk, request_id=new_id(), categories=tuple(ask))
-    heuristic = pre.heuristic_title(decided.content) if first and not use_model else None
-    yield ev.PreprocessDone(
-        chat_id=chat.pk,
+    return _Plan(
+        decided=decided,
+        mate=_mate_choose(context.mates, decided.mate_category, request.requested_mate),
+        first=not history,
+        use_model=(
+            request.instance.model_preprocessing_enabled and not _on_base_model(request.instance)
+        ),
+    )
+
+
+async def _safety_check(request: TurnRequest, plan: _Plan) -> pre.SafetyScores:
+    """The heuristic scores, or the model's on a first message or when a heuristic fired
+    (the heuristic ones again when that call fails)."""
+    heuristic = plan.decided.safety
+    if not plan.use_model or not (plan.first or heuristic.heuristic_fired):
+        return heuristic
+    scored = await pre.model_safety_check(
+        text=plan.decided.content, instance=request.instance, chat_id=request.chat.pk
+    )
+    return scored or heuristic
+
+
+def _preprocess_done(
+    request: TurnRequest, progress: _Progress, plan: _Plan, safety: pre.SafetyScores
+) -> ev.PreprocessDone:
+    """The ``preprocess.done`` of the decisions; a first message without the title call
+    gets its heuristic title here (and in the notes)."""
+    decided = plan.decided
+    heuristic = None
+    if plan.first and not plan.use_model:
+        heuristic = pre.heuristic_title(decided.content)
+        progress.notes = replace(progress.notes, title=heuristic.title)
+    return ev.PreprocessDone(
+        chat_id=request.chat.pk,
         task_id=request.task_id,
         language=decided.language,
         tier=decided.tier,
         model=decided.model,
         reason="safety_rejected" if safety.rejected else decided.reason,
         tools=decided.tools,
-        mate=mate.name if mate else "",
+        mate=plan.mate.name if plan.mate else "",
         title=heuristic.title if heuristic else None,
         icon=heuristic.icon if heuristic else None,
         category=heuristic.category if heuristic else None,
         tags=heuristic.tags if heuristic else None,
     )
-    if heuristic is not None:
-        progress.notes = replace(progress.notes, title=heuristic.title)
-    if safety.rejected:
-        progress.rejected = True
-        text = safety_reply(decided.language)
-        progress.result.parts.append(text)
-        progress.result.model = "safety"
-        yield ev.ReplyDelta(text=text)
-        return
-    if first and use_model:
+
+
+def _rejection(progress: _Progress, language: str) -> ev.ReplyDelta:
+    """A rejected message's answer: the canned reply in its language, no model call."""
+    progress.rejected = True
+    text = safety_reply(language)
+    progress.result.parts.append(text)
+    progress.result.model = "safety"
+    return ev.ReplyDelta(text=text)
+
+
+def _title_start(request: TurnRequest, progress: _Progress, plan: _Plan) -> None:
+    """A first message's title call, running beside the main call."""
+    if plan.first and plan.use_model:
         progress.title_task = asyncio.create_task(
             pre.title_generate(
-                text=decided.content, language=decided.language, instance=instance, chat_id=chat.pk
+                text=plan.decided.content,
+                language=plan.decided.language,
+                instance=request.instance,
+                chat_id=request.chat.pk,
             )
         )
+
+
+async def _prompt_build(
+    request: TurnRequest,
+    progress: _Progress,
+    context: InstanceContext,
+    plan: _Plan,
+    tools: Sequence[ToolSpec],
+    memory_categories: Sequence[str],
+) -> list[dict[str, Any]]:
+    """The main call's messages: the system prompt, the rolling summary, as much history
+    as the tier's context leaves room for, and the message (docs/architecture.md §6)."""
+    decided = plan.decided
     memories = await prompts.memories_retrieve(
-        user_id=request.user_id, instance=instance, query=decided.content, categories=categories
+        user_id=request.user_id,
+        instance=request.instance,
+        query=decided.content,
+        categories=list(memory_categories),
     )
-    tools = [t for t in context.tools if t.name in decided.tools]
     system = prompts.system_prompt_build(
         sections=context.sections,
-        mate=mate,
+        mate=plan.mate,
         skill_prompts=context.skill_prompts_for(decided.tools),
         now=datetime.now(tz=UTC),
         language=decided.language,
@@ -354,27 +443,17 @@ async def _answer(
         progress.history, load_embed=load_embed, budget_tokens=budget
     )
     messages.append(question)
-    main = MainContext(
-        chat=chat,
-        instance=instance,
-        user_id=request.user_id,
-        task_id=request.task_id,
-        assistant_message_id=request.assistant_message_id,
-        tier=decided.tier,
-        tools=tools,
-        control=control,
-    )
-    async for event in respond(main, messages, progress.result):
-        yield event
-        title = _title_event(request, progress)
-        if title is not None:
-            yield title
-    if progress.title_task is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(progress.title_task), TITLE_WAIT_S)
-        title = _title_event(request, progress)
-        if title is not None:
-            yield title
+    return messages
+
+
+async def _title_wait(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone | None:
+    """The title's ``preprocess.done`` when its call ends within ``TITLE_WAIT_S`` after
+    the reply (it then still names the chat)."""
+    if progress.title_task is None:
+        return None
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(progress.title_task), TITLE_WAIT_S)
+    return _title_event(request, progress)
 
 
 def _title_event(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone | None:
