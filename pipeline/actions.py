@@ -554,12 +554,21 @@ async def chat_create(socket: Socket, frame: p.ChatCreate) -> None:
     )
 
 
+# The chat's encrypted metadata (docs/crypto.md §3): every field a client re-encrypts at
+# the new meta_version, so none of them is left behind at an older one.
+CHAT_META_FIELDS = (
+    "encrypted_title",
+    "encrypted_summary",
+    "encrypted_tags",
+    "encrypted_category",
+    "encrypted_icon",
+)
+
+
 async def chat_update(socket: Socket, frame: p.ChatUpdate) -> None:
     chat = await _chat_or_not_found(socket, frame.chat_id)
     changes = {
-        name: getattr(frame, name)
-        for name in ("encrypted_title", "encrypted_summary", "encrypted_tags")
-        if name in frame.model_fields_set
+        name: getattr(frame, name) for name in CHAT_META_FIELDS if name in frame.model_fields_set
     }
     try:
         updated = await sync_to_async(chat_services.chat_update)(

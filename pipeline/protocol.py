@@ -252,6 +252,8 @@ class ChatUpdate(_Model):
     encrypted_title: Ciphertext | None = None
     encrypted_summary: Ciphertext | None = None
     encrypted_tags: Ciphertext | None = None
+    encrypted_category: Ciphertext | None = None
+    encrypted_icon: Ciphertext | None = None
     pinned: bool | None = None
 
 

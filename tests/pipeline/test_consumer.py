@@ -400,6 +400,36 @@ async def test_duplicate_of_a_message_whose_turn_just_ended_names_its_task(
     }
 
 
+async def test_chat_update_stores_every_metadata_field_it_carries(ws_client, chat, user):
+    from chats.models import Chat
+
+    fields = {
+        name: envelope()
+        for name in (
+            "encrypted_title",
+            "encrypted_summary",
+            "encrypted_tags",
+            "encrypted_category",
+            "encrypted_icon",
+        )
+    }
+    client = await ws_client(user)
+    await client.send(type="chat.update", chat_id=chat.pk, version=1, request_id="u1", **fields)
+    answer = await client.recv()
+    assert (answer["type"], answer["version"]) == ("chat.updated", 2)
+    stored = await sync_to_async(Chat.objects.get)(pk=chat.pk)
+    assert {name: getattr(stored, name) for name in fields} == fields
+    assert stored.meta_version == 2
+    # Clearing one field leaves the others as they were.
+    await client.send(type="chat.update", chat_id=chat.pk, version=2, encrypted_icon=None)
+    assert (await client.recv())["type"] == "chat.updated"
+    stored = await sync_to_async(Chat.objects.get)(pk=chat.pk)
+    assert (stored.encrypted_icon, stored.encrypted_category) == (
+        None,
+        fields["encrypted_category"],
+    )
+
+
 async def test_rate_limited_message_names_the_refused_message(
     ws_client, chat, user, llm_script, settings
 ):
