@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
+from instances.models import Instance
 from pipeline import preprocess as pre
 from pipeline.safety_replies import SAFETY_REPLIES, safety_reply
 
@@ -215,9 +214,8 @@ def test_canned_safety_replies_cover_at_least_20_languages_with_english_fallback
 
 
 def test_preprocess_combines_the_decisions() -> None:
-    instance = SimpleNamespace(
-        default_language="en", tier_map={"standard": [{"model": "x/standard"}]}
-    )
+    # Unsaved: preprocess reads the instance's fields and makes no query.
+    instance = Instance(default_language="en", tier_map={"standard": [{"model": "x/standard"}]})
     decided = pre.preprocess(
         content="Wie viel ist 12 * 12?\u200b",
         instance=instance,
