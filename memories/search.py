@@ -242,6 +242,39 @@ def _search_key(instance: Any, user_id: int, generation: int | None) -> str | No
     return keys.key_name(instance_id=instance.pk, user_id=user_id, generation=generation)
 
 
+def _search_statements(
+    *,
+    instance: Any,
+    user_id: int,
+    parsed: KeywordQuery,
+    secret: bytes,
+    vector: list[float] | None,
+    categories: Sequence[str] | None,
+) -> list[Statement]:
+    """[settings, vector list, keyword list], or only the keyword list without a vector."""
+    keyword = _keyword_statement(
+        instance_id=instance.pk,
+        user_id=user_id,
+        query=parsed,
+        secret=secret,
+        categories=categories,
+        top_k=LIST_TOP_K,
+        candidates=KEYWORD_CANDIDATES,
+    )
+    if vector is None:
+        return [keyword]
+    excluded = [blind_index.tokens(secret, op.terms) for op in parsed.excluded_everywhere]
+    nearest = _vector_statement(
+        instance=instance,
+        user_id=user_id,
+        vector=vector,
+        categories=categories,
+        excluded=excluded,
+        top_k=LIST_TOP_K,
+    )
+    return [_settings_statement(), nearest, keyword]
+
+
 def hybrid_search(
     *,
     instance: Any,
@@ -273,32 +306,15 @@ def hybrid_search(
         if exc.reason != "not_found":
             raise
         return []  # the key is made with the first memory: none was ever stored
-    statements = [
-        _keyword_statement(
-            instance_id=instance.pk,
-            user_id=user_id,
-            query=parsed,
-            secret=secret,
-            categories=categories,
-            top_k=LIST_TOP_K,
-            candidates=KEYWORD_CANDIDATES,
-        )
-    ]
-    if vector is not None:
-        excluded = [blind_index.tokens(secret, op.terms) for op in parsed.excluded_everywhere]
-        statements[:0] = [
-            _settings_statement(),
-            _vector_statement(
-                instance=instance,
-                user_id=user_id,
-                vector=vector,
-                categories=categories,
-                excluded=excluded,
-                top_k=LIST_TOP_K,
-            ),
-        ]
+    statements = _search_statements(
+        instance=instance,
+        user_id=user_id,
+        parsed=parsed,
+        secret=secret,
+        vector=vector,
+        categories=categories,
+    )
     found = _results(statements)
-    # [settings, vector list, keyword list], or only the keyword list.
     lists = found[1:] if vector is not None else [[], *found]
     rows = {str(row[0]): row for candidates in lists for row in candidates}
     ranked = [[str(row[0]) for row in candidates] for candidates in lists]

@@ -108,6 +108,7 @@ def _settings_for_write(instance_id: int, user_id: int) -> int:
 
 async def _aprepare(instance: Any, user_id: int, content: str) -> _Prepared:
     generation = await db_call(_settings_for_write, instance.pk, user_id)
+    await db_call(vectors.vector_index_ensure, instance.pk, int(instance.embedding_dimensions))
     key = keys.key_name(instance_id=instance.pk, user_id=user_id, generation=generation)
     await keys.akey_ensure(key)
     (vector,) = await vectors.aembed(instance, [content])
@@ -156,7 +157,6 @@ def _write(
         )
         if owner.key_generation != prepared.generation:
             raise _GenerationMovedError()
-        vectors.vector_index_ensure(spec.instance_id, spec.dims)
         target: Memory | None = None
         similarity: float | None = None
         if memory_id is not None:

@@ -139,25 +139,31 @@ def vector_index_ensure(instance_id: int, dims: int) -> bool:
     """Create the instance's HNSW index for ``dims`` when it is missing; True if created.
 
     Cheap once it exists (a catalog look-up, then remembered per process once the
-    creating transaction commits). Building it reads the instance's rows of that
-    dimension, so the first write of a new instance builds an empty index at once;
-    ``reembed_memories`` builds the big ones. Nothing for dimensions HNSW cannot index.
+    creating transaction commits). Call it outside the transactions that write rows: it
+    takes a transaction of its own (a savepoint inside another) with an advisory lock on
+    the index name, so two first writes of a new instance do not both build it, and the
+    build's table lock is not held beside a writer's row locks. Building reads the
+    instance's rows of that dimension, so the first write of a new instance builds an
+    empty index at once; ``reembed_memories`` builds the big ones. Nothing for
+    dimensions HNSW cannot index.
     """
     slot = (connection.alias, int(instance_id), int(dims))
     if slot in _ensured or not indexable(dims):
         return False
-    if vector_index_exists(instance_id, dims):
-        _ensured.add(slot)
-        return False
+    name = index_name(instance_id, dims)
     ops = "vector_cosine_ops" if dims <= MAX_VECTOR_INDEX_DIMS else "halfvec_cosine_ops"
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [name])
+        if vector_index_exists(instance_id, dims):
+            _ensured.add(slot)
+            return False
         cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {index_name(instance_id, dims)} ON {TABLE} "
+            f"CREATE INDEX {name} ON {TABLE} "
             f"USING hnsw ({column_expression(dims)} {ops}) "
             f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION}) "
             f"WHERE {index_predicate(instance_id, dims)}"
         )
-    transaction.on_commit(lambda: _ensured.add(slot))
+        transaction.on_commit(lambda: _ensured.add(slot))
     return True
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import base64
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import connection
+from django.db import connection, connections
 
 from accounts.services import account_delete
-from memories import blind_index, keys, search, selectors, services
+from memories import blind_index, keys, search, selectors, services, vectors
 from memories.models import Memory, MemorySettings
 from memories.vectors import VectorError, vector_check
 from openmates import crypto, llm, vault
@@ -244,3 +246,24 @@ def test_no_word_of_a_memory_is_stored_in_plaintext(local_instance: Any, alice: 
         instance=local_instance, user_id=alice.pk, query=canary
     )
     assert hits[0].memory_id == str(memory.pk)
+
+
+def test_first_writes_of_a_new_instance_at_once_build_one_index(local_instance: Any) -> None:
+    # The packaged embedder, not LiteLLM: each thread runs its own event loop, which
+    # LiteLLM's logging worker does not allow.
+    users = [member(local_instance) for _ in range(6)]
+    start = threading.Barrier(len(users))
+
+    def first_write(user: Any) -> str:
+        start.wait()
+        try:
+            return str(remember(local_instance, user, "Has a cat").pk)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(len(users)) as pool:
+        written = list(pool.map(first_write, users))
+
+    assert len(set(written)) == len(users)
+    assert Memory.objects.count() == len(users)
+    assert vectors.vector_index_dims(local_instance.pk) == [384]
