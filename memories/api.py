@@ -61,7 +61,7 @@ def _call(function: Callable[..., T], /, **kwargs: Any) -> T:
     try:
         return function(**kwargs)
     except services.MemoryInputError as exc:
-        raise serializers.ValidationError({"content": [str(exc)]}) from exc
+        raise serializers.ValidationError({exc.field: [str(exc)]}) from exc
     except vectors.VectorError as exc:
         raise _BadEmbedding(str(exc)) from exc
     except llm.LLMError as exc:

@@ -28,6 +28,7 @@ from django.db import connection, transaction
 from memories import blind_index, keys, vectors
 from memories.extraction import Fact
 from memories.models import Memory, MemorySettings
+from openmates import ids
 from openmates.db import db_call
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,12 @@ CATEGORIES = frozenset(Memory.Category.values)
 
 
 class MemoryInputError(ValueError):
-    """A memory's text or category cannot be stored; the message says why."""
+    """A memory's text, category or source chat cannot be stored; the message says why,
+    ``field`` names which (``content``, ``category``, ``source_chat_id``)."""
+
+    def __init__(self, message: str, *, field: str = "content") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -89,14 +95,16 @@ def category_check(category: Any) -> str:
         MemoryInputError: naming the categories there are.
     """
     if category not in CATEGORIES:
-        raise MemoryInputError(f"the category is one of {', '.join(sorted(CATEGORIES))}")
+        raise MemoryInputError(
+            f"the category is one of {', '.join(sorted(CATEGORIES))}", field="category"
+        )
     return str(category)
 
 
 def _source_chat_clean(source_chat_id: Any) -> str:
     text = str(source_chat_id or "")
-    if len(text) > 36 or "\x00" in text:
-        raise MemoryInputError("source_chat_id is a chat id")
+    if text and not ids.is_uuid7(text):
+        raise MemoryInputError("source_chat_id is a chat id (UUIDv7)", field="source_chat_id")
     return text
 
 

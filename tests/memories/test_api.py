@@ -292,3 +292,25 @@ def test_the_schema_lists_the_memory_routes_and_generates_without_warnings(
     } <= set(schema["paths"])
     create = schema["paths"]["/api/memories/{instance}/"]["post"]
     assert create["operationId"] == "memories_create"
+
+
+def test_the_source_chat_is_a_chat_id(local_instance: Any, alice: Any) -> None:
+    client = signed_in_client(alice)
+    chat = "0190d0c4-1d5a-7c3e-8f00-000000000003"
+
+    kept = client.post(
+        _url(local_instance),
+        {"category": "fact", "content": "Alice keeps bees", "source_chat_id": chat},
+        format="json",
+    )
+    refused = client.post(
+        _url(local_instance),
+        {"category": "fact", "content": "Alice keeps bees", "source_chat_id": "chat-1"},
+        format="json",
+    )
+
+    assert kept.status_code == 201
+    assert kept.json()["source_chat_id"] == chat
+    assert refused.status_code == 400
+    assert refused.json()["fields"] == {"source_chat_id": ["source_chat_id is a chat id (UUIDv7)"]}
+    assert Memory.objects.get().source_chat_id == chat
