@@ -95,6 +95,20 @@ def _text(value: Any) -> str:
     return str(value) if not isinstance(value, list | dict) else "Invalid input."
 
 
+# Shared with openmates.body_limit, which refuses bodies before Django sees them.
+BAD_REQUEST_BODY = {
+    "code": "bad_request",
+    "message": "The request was refused as malformed or suspicious.",
+}
+
+
+def request_too_large_body() -> dict[str, str]:
+    """The 413 body for a request over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (read per call, so
+    ``override_settings`` applies)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return {"code": "request_too_large", "message": f"Request bodies are at most {limit} bytes."}
+
+
 def server_error(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
     """Django's ``handler500``: JSON ``{"code": "internal", ...}`` under ``/api/``, else
     Django's own error page. Django has logged the exception before calling this."""
@@ -121,15 +135,11 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     if not request.path.startswith("/api/"):
         return defaults.bad_request(request, exception)
     if isinstance(exception, RequestDataTooBig):
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        return JsonResponse(
-            {"code": "request_too_large", "message": f"Request bodies are at most {limit} bytes."},
-            status=413,
-        )
+        return JsonResponse(request_too_large_body(), status=413)
     if isinstance(exception, TooManyFieldsSent | TooManyFilesSent):
         code, message = "too_many_fields", "The request has too many fields or files."
     elif isinstance(exception, DisallowedHost):
         code, message = "invalid_host", "The Host header names no host this server serves."
     else:
-        code, message = "bad_request", "The request was refused as malformed or suspicious."
+        code, message = BAD_REQUEST_BODY["code"], BAD_REQUEST_BODY["message"]
     return JsonResponse({"code": code, "message": message}, status=400)

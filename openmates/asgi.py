@@ -4,6 +4,9 @@
 ``Origin`` header against ``ALLOWED_HOSTS`` before anything else (docs/protocol.md §2), refuses a
 session-cookie handshake from another origin (``accounts.ws_origin``), then authenticates
 by API token when the handshake presents one, else by session (``accounts.ws_auth``).
+HTTP requests under ``/api/`` first pass ``openmates.body_limit``: a body over
+``DATA_UPLOAD_MAX_MEMORY_SIZE`` is refused before Django reads it, and a chunked body
+reaches Django with its length.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from accounts.ws_auth import ApiTokenAuthMiddlewareStack  # noqa: E402
 from accounts.ws_origin import CookieOriginGuard  # noqa: E402
 from openmates import daphne_ws, gc_tuning  # noqa: E402
+from openmates.body_limit import BodyLimit  # noqa: E402
 from openmates.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimit(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             CookieOriginGuard(ApiTokenAuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
         ),

@@ -284,9 +284,22 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"security_warning": {"()": "openmates.logging_filters.SecurityWarning"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "security_console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["security_warning"],
+        },
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
+        # Refused requests (django.security.*, logged by Django at ERROR with a traceback)
+        # are one WARNING line each: anonymous clients must not be able to flood the log.
+        # A handler filter, since a logger's own filters skip its children's records; not
+        # propagated, so the record is written once and never reaches mail_admins.
+        "django.security": {"handlers": ["security_console"], "propagate": False},
         # LiteLLM's loggers echo prompts at DEBUG: WARNING only (docs/architecture.md §1).
         "LiteLLM": {"level": "WARNING"},
         "LiteLLM Router": {"level": "WARNING"},
