@@ -1,6 +1,6 @@
 """Memories and their settings; the HNSW index of every existing instance (memories.vectors:
 a partial index per instance and dimension over the dimensionless ``embedding`` column,
-cosine, m = 16, ef_construction = 64; instances made later get theirs with their first
+cosine, m = 24, ef_construction = 100; instances made later get theirs with their first
 memory)."""
 
 import django.contrib.postgres.fields
@@ -21,7 +21,7 @@ def _index_sql(instance_id, dims):
     return (
         f"CREATE INDEX IF NOT EXISTS {name} ON memories_memory "
         f"USING hnsw ((embedding::{cast}({int(dims)})) {ops}) "
-        "WITH (m = 16, ef_construction = 64) "
+        "WITH (m = 24, ef_construction = 100) "
         f"WHERE instance_id = {int(instance_id)} AND vector_dims(embedding) = {int(dims)}"
     )
 
