@@ -18,12 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import Http404
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
-from rest_framework.pagination import CursorPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -35,7 +33,7 @@ from chats.sync import chat_metadata, message_metadata, with_server_copies
 from instances.selectors import instance_get_for_user
 from openmates import ids, vault
 from openmates.ids import MAX_MESSAGE_CIPHERTEXT_CHARS
-from openmates.rest import JsonOnlyApi
+from openmates.rest import JsonOnlyApi, TimestampCursorPagination
 
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 # Metadata fields and wrapped keys; message and embed content may be as long as the
@@ -145,23 +143,8 @@ def _conflict(exc: services.VersionConflict) -> Response:
     )
 
 
-class ChatPagination(CursorPagination):
+class ChatPagination(TimestampCursorPagination):
     ordering = ("-updated_at", "-id")
-    page_size = 50
-    max_page_size = 200
-    page_size_query_param = "page_size"
-
-    def decode_cursor(self, request: Request) -> Any:
-        """DRF's cursor, refusing a position that is not a timestamp (404 ``not_found``)."""
-        cursor = super().decode_cursor(request)
-        if cursor is not None and cursor.position is not None:
-            try:
-                valid = parse_datetime(str(cursor.position)) is not None
-            except ValueError:
-                valid = False
-            if not valid:
-                raise NotFound(self.invalid_cursor_message)
-        return cursor
 
 
 class ChatListApi(JsonOnlyApi):

@@ -18,12 +18,10 @@ from typing import Any, TypeVar
 from asgiref.sync import async_to_sync
 from django.http import Http404
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, NotFound
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -32,7 +30,7 @@ from instances.selectors import instance_get_for_user
 from memories import search, selectors, services, vectors
 from memories.models import Memory
 from openmates import llm, vault
-from openmates.rest import JsonOnlyApi
+from openmates.rest import JsonOnlyApi, TimestampCursorPagination
 
 T = TypeVar("T")
 _CATEGORIES = Memory.Category.choices
@@ -110,23 +108,8 @@ def _opened(request: Request, instance: Instance, memories: list[Memory]) -> lis
     return [memory_json(memory, text) for memory, text in pairs]
 
 
-class MemoryPagination(CursorPagination):
+class MemoryPagination(TimestampCursorPagination):
     ordering = ("-created_at", "-id")
-    page_size = 50
-    max_page_size = 200
-    page_size_query_param = "page_size"
-
-    def decode_cursor(self, request: Request) -> Any:
-        """DRF's cursor, refusing a position that is not a timestamp (404 ``not_found``)."""
-        cursor = super().decode_cursor(request)
-        if cursor is not None and cursor.position is not None:
-            try:
-                valid = parse_datetime(str(cursor.position)) is not None
-            except ValueError:
-                valid = False
-            if not valid:
-                raise NotFound(self.invalid_cursor_message)
-        return cursor
 
 
 class _CategoryQuery(serializers.Serializer):

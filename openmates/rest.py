@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rest_framework.exceptions import APIException
+from django.utils.dateparse import parse_datetime
+from rest_framework.exceptions import APIException, NotFound
+from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -80,3 +82,27 @@ class JsonOnlyApi(APIView):
             if header:
                 return str(header)
         return ""
+
+
+class TimestampCursorPagination(CursorPagination):
+    """DRF's cursor pagination (50 a page, ``page_size`` up to 200) over a timestamp ordering.
+
+    Subclasses set ``ordering`` (a timestamp field first, then ``-id``). A cursor whose
+    position is not a timestamp answers 404 ``not_found`` instead of a database error.
+    """
+
+    page_size = 50
+    max_page_size = 200
+    page_size_query_param = "page_size"
+
+    def decode_cursor(self, request: Request) -> Any:
+        """DRF's cursor, refusing a position that is not a timestamp (404 ``not_found``)."""
+        cursor = super().decode_cursor(request)
+        if cursor is not None and cursor.position is not None:
+            try:
+                valid = parse_datetime(str(cursor.position)) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
