@@ -79,6 +79,9 @@ export class ChatStorage {
     } catch (error) {
       shown.title = "(cannot decrypt)";
     }
+    // A "forbidden" answer is known only to this page, not to the stored record: keep it
+    // when the record is shown again (a metadata update would otherwise unlock the composer).
+    if (state.chats.get(record.chat_id)?.readOnly) shown.readOnly = true;
     state.chats.set(record.chat_id, shown);
     return shown;
   }
