@@ -14,7 +14,7 @@ from rest_framework.throttling import ScopedRateThrottle
 
 from accounts import services
 from accounts.permissions import SessionOnly
-from openmates.rest import JsonOnlyApi
+from openmates.rest import JsonOnlyApi, StrictCharField
 from openmates.vault import VaultError
 
 
@@ -32,7 +32,7 @@ class AccountDeleteApi(JsonOnlyApi):
     throttle_scope = "password"
 
     class AccountDeleteSerializer(serializers.Serializer):
-        password = serializers.CharField()
+        password = StrictCharField()
 
     @extend_schema(
         operation_id="account_destroy", request=AccountDeleteSerializer, responses={204: None}

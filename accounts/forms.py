@@ -47,7 +47,11 @@ class SignUpForm(forms.Form):
         widget=forms.TextInput(attrs={"autofocus": True}),
         help_text="Letters, digits and @ . + - _ only; at most 150 characters.",
     )
-    email = forms.EmailField(max_length=254)
+    email = forms.EmailField(
+        max_length=254,
+        required=False,
+        help_text="Optional, unless your invitation was made for an address.",
+    )
     password1 = forms.CharField(
         label="Password",
         strip=False,

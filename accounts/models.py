@@ -29,7 +29,8 @@ class SignupPolicy(models.Model):
         verbose_name_plural = "sign-up policies"
 
     def __str__(self) -> str:
-        return f"sign-up for {self.instance_id}: {'open' if self.open_signup else 'invitation'}"
+        mode = "open" if self.open_signup else "by invitation"
+        return f"Sign-up to {self.instance.name}: {mode}"
 
 
 class Invitation(models.Model):
@@ -64,10 +65,43 @@ class Invitation(models.Model):
         ordering = ("-created_at",)
 
     def __str__(self) -> str:
-        return f"invitation to {self.instance_id} ({self.email or 'anyone'})"
+        # Named as the admin lists it: the instance's name, who may use it, its state.
+        name = self.instance.name if self.instance_id else "an instance"
+        text = f"Invitation to {name} for {self.email or 'anyone'}"
+        if self.used_at:
+            return f"{text} (used)"
+        return f"{text} (until {self.expires_at:%Y-%m-%d})" if self.expires_at else text
 
 
-class ApiToken(models.Model):
+class BearerCredential(models.Model):
+    """What an API token and an instance API key share: ``<kind>_<prefix>_<secret>``,
+    ``prefix`` 12 random hex characters in clear (to find the row and name it in lists),
+    only ``digest`` (the hex SHA-256 of the whole credential) stored, and its life
+    (expiry, revocation, last use)."""
+
+    prefix = models.CharField(max_length=12, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Updated at most once a minute (``accounts.services.api_token_touch``), not per request.
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        abstract = True
+        ordering = ("-created_at",)
+
+    @property
+    def status(self) -> str:
+        """``revoked``, ``expired`` or ``active`` (now)."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"
+
+
+class ApiToken(BearerCredential):
     """A user's API token for REST (``Authorization: Bearer``) and the chat WebSocket.
 
     The token is ``om_<prefix>_<secret>``: ``prefix`` is 12 random hex characters, stored
@@ -82,26 +116,38 @@ class ApiToken(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
     name = models.CharField(max_length=100, help_text="What the token is for.")
-    prefix = models.CharField(max_length=12, unique=True, editable=False)
-    digest = models.CharField(max_length=64, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    # Updated at most once a minute (``accounts.services.api_token_touch``), not per request.
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    expires_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
 
-    class Meta:
-        ordering = ("-created_at",)
+    class Meta(BearerCredential.Meta):
         verbose_name = "API token"
 
     def __str__(self) -> str:
         return f"{self.name} (om_{self.prefix}_…)"
 
-    @property
-    def status(self) -> str:
-        """``revoked``, ``expired`` or ``active`` (now)."""
-        if self.revoked_at is not None:
-            return "revoked"
-        if self.expires_at is not None and self.expires_at <= timezone.now():
-            return "expired"
-        return "active"
+
+class InstanceApiKey(BearerCredential):
+    """An instance's API key for ``/v1`` (docs/api.md §4): ``omk_<prefix>_<secret>``.
+
+    As for ``ApiToken``: ``prefix`` is 12 random hex characters in clear (to find the row
+    and name the key), ``secret`` 32 random bytes, and only ``digest``, the hex SHA-256 of
+    the whole key, is stored; the key is shown once. Each key has its own pseudo-user
+    (``user``, username ``apikey:<prefix>``, no usable password, no membership), under
+    which its conversations and memories are kept, so two keys never share them.
+    Revoking keeps that data; deleting the pseudo-user deletes the key with it.
+    """
+
+    instance = models.ForeignKey(
+        "instances.Instance", on_delete=models.CASCADE, related_name="api_keys"
+    )
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="instance_api_key",
+        editable=False,
+    )
+    name = models.CharField(max_length=100, help_text="What the key is for.")
+
+    class Meta(BearerCredential.Meta):
+        verbose_name = "instance API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} (omk_{self.prefix}_…)"

@@ -153,3 +153,26 @@ def api_tokens_active_count(*, user: User) -> int:
 def api_token_get_for_user(*, user: User, prefix: str) -> ApiToken | None:
     """The user's token with this prefix, or None (also for another user's token)."""
     return ApiToken.objects.filter(user=user, prefix=prefix).first()
+
+
+def invitation_problem(*, token: str) -> str | None:
+    """Why an invitation token cannot be used, for people; None when it can (or is empty).
+
+    ``"used"`` (an account was created with it), ``"expired"`` or ``"unknown"`` (no
+    invitation has this token: mistyped, cut off, or its instance was deleted).
+    """
+    if not token:
+        return None
+    invitation = Invitation.objects.filter(token_hash=invitation_token_hash(token)).first()
+    if invitation is None:
+        return "unknown"
+    if invitation.used_at is not None:
+        return "used"
+    if invitation.expires_at <= timezone.now():
+        return "expired"
+    return None
+
+
+def signup_open() -> bool:
+    """Whether the default instance takes new accounts without an invitation."""
+    return signup_target_get().instance is not None

@@ -147,6 +147,10 @@ def user_sign_up(*, username: str, email: str, password: str, invitation_token: 
         invitation = Invitation.objects.select_for_update().get(pk=invitation.pk)
         if invitation.used_at is not None:
             raise SignupRefusedError("This invitation has already been used.")
+        if invitation.email and not email.strip():
+            raise SignupRefusedError(
+                "This invitation was made for an e-mail address: enter it to sign up."
+            )
         if invitation.email and invitation.email != email.strip().lower():
             raise SignupRefusedError("This invitation is for another e-mail address.")
     user = User.objects.create_user(username=username, email=email, password=password)

@@ -11,24 +11,32 @@ its first ``stream.delta`` handed to Daphne. At exit the process writes
 (also each SQL statement by verb and table, and each garbage collection's pause); with
 one client sending turns one after another, ``total_ms / turns`` is a step's share of a
 turn.
+
+With ``$BENCH_PROFILE_FILE`` set the timers are left out and the event-loop thread runs
+under ``cProfile`` instead (``bench/turn_overhead.py --profile``): every 2 s, on the event
+loop itself (a profiler belongs to the thread that enabled it), the statistics so far are
+written there in ``pstats`` format (``python -m pstats FILE``, ``sort tottime``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import cProfile
 import functools
 import gc
 import inspect
 import json
 import os
 import statistics
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from openmates.asgi import application
+from openmates.asgi import application as _application
 
 _times: defaultdict[str, list[float]] = defaultdict(list)
 
@@ -98,6 +106,7 @@ def _install() -> None:
     for name in ("dispatch", "rate_check", "_chat_or_not_found", "user_key_ensure", "_accept"):
         _wrap(actions, name)
     _wrap(actions, "run_turn", "turn.run_turn(first event)")
+    _wrap(actions, "db_call", "actions.db_call")
     for name in ("db_call", "instance_context_get", "_memory_consent", "_finalize"):
         _wrap(turn, name)
     _wrap(turn, "_load_history", "turn._load_history(first event)")
@@ -168,6 +177,8 @@ def _dump() -> None:
     path = os.environ.get("BENCH_TRACE_FILE")
     if not path:
         return
+    # A snapshot of the lists: the event loop appends to them meanwhile.
+    times = {label: list(values) for label, values in list(_times.items())}
     summary = {
         label: {
             "calls": len(values),
@@ -175,13 +186,51 @@ def _dump() -> None:
             "max_ms": round(max(values) * 1000, 3),
             "total_ms": round(sum(values) * 1000, 1),
         }
-        for label, values in _times.items()
+        for label, values in times.items()
+        if values
     }
-    with open(path, "w") as out:
+    with open(f"{path}.part", "w") as out:
         json.dump(summary, out, indent=1, sort_keys=True)
+    os.replace(f"{path}.part", path)
 
 
-_install()
-atexit.register(_dump)
+def _dump_every(period_s: float) -> None:
+    # Daphne may be killed before its atexit hooks run: the file is rewritten meanwhile.
+    while True:
+        time.sleep(period_s)
+        _dump()
+
+
+_profiler = cProfile.Profile()
+_profile_dumps: list[asyncio.TimerHandle] = []
+
+
+def _profile_dump(path: str) -> None:
+    # On the event loop, between two callbacks: the profiler is paused only to write.
+    _profiler.disable()
+    try:
+        _profiler.dump_stats(f"{path}.part")
+        os.replace(f"{path}.part", path)
+    finally:
+        _profiler.enable()
+    _profile_dumps[:] = [asyncio.get_running_loop().call_later(2.0, _profile_dump, path)]
+
+
+async def _profiled(scope: Any, receive: Any, send: Any) -> None:
+    if not _profile_dumps:
+        path = os.environ["BENCH_PROFILE_FILE"]
+        _profile_dumps.append(asyncio.get_running_loop().call_later(2.0, _profile_dump, path))
+    await _application(scope, receive, send)
+
+
+if os.environ.get("BENCH_PROFILE_FILE"):
+    # Daphne imports the application in the thread that then runs its event loop.
+    _profiler.enable()
+    application: Any = _profiled
+else:
+    application = _application
+    _install()
+    atexit.register(_dump)
+    threading.Thread(target=_dump_every, args=(2.0,), daemon=True, name="trace-dump").start()
 
 __all__ = ["application"]

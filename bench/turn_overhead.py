@@ -31,9 +31,20 @@ Prints:
                                          done (or not at all); then their codes, if any
     first_delta_p50_N_streams: … ms      message.send → first delta in that phase, with the
                                          floor's (how long the burst of starts took)
+    server_cpu_ms_per_turn: … ms         CPU (user + system) the server process spent per
+    server_cpu_ms_per_turn_floor: … ms   follow-up turn of the first phase; the floor's for
+                                         as many of the same turns
+    server_cpu_us_per_token: … µs        CPU per relayed token while relaying --tokens one
+    server_cpu_us_per_token_floor: … µs  token per model event (the floor: the same count)
+    server_cpu_ms_per_turn_N_streams: …  CPU per turn of the N-streams phase (each
+                                         --stream-tokens tokens), with the floor's beside it
+
+CPU seconds of the server process (``psutil``'s ``cpu_times``, read before and after a
+phase) are what a loaded machine distorts least: wall-clock gaps there include other
+jobs' time slices, CPU time only the server's own work.
 
 Usage: ``.venv/bin/python bench/turn_overhead.py [--samples 200] [--tokens 20000]
-[--streams 200,500]`` (``--streams ""`` skips the concurrent phases)
+[--streams 200,500] [--cpu-turns 100]`` (``--streams ""`` skips the concurrent phases)
 """
 
 from __future__ import annotations
@@ -387,15 +398,54 @@ def _server_errors(log: Path, lines: int = 60) -> None:
             print(f"#   {line[:300]}", file=sys.stderr)
 
 
+def _cpu_s(pid: int) -> float:
+    """User plus system CPU seconds the process ``pid`` has used so far."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
+
+
+class CpuMeter:
+    """CPU seconds a server process spends between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._started = _cpu_s(self.pid)
+
+    def stop(self) -> float:
+        return _cpu_s(self.pid) - self._started
+
+
 def _say(text: str) -> None:
     print(f"# {text}", file=sys.stderr, flush=True)
 
 
-async def _drive(
+async def _cpu_per_turn(client: Client, turns: int, meter: CpuMeter) -> float:
+    """CPU ms the server spends per follow-up turn, ``turns`` of them one after another."""
+    meter.start()
+    for _ in range(turns):
+        await client.turn_ok(FOLLOW_UP_QUESTION)
+    return meter.stop() * 1000 / turns
+
+
+async def _cpu_per_token(client: Client, tokens: int, meter: CpuMeter) -> tuple[float, float]:
+    """``(tokens per s, CPU µs per token)`` of one relay of ``tokens`` single tokens."""
+    meter.start()
+    rate = await _relay(client, tokens)
+    return rate, meter.stop() * 1e6 / tokens
+
+
+async def _first_phase(
     port: int, floor_port: int, users: list[tuple[str, str]], args: argparse.Namespace
-) -> None:
+) -> Client:
     first = Client(port, *users[0])
     await first.open()
+    floor = Client(floor_port, *users[0])
+    await floor.open()
     _say(f"follow-up turns and bare LiteLLM streams, alternating, {args.samples} each")
     latencies, bare = await _follow_up_overhead(first, args.samples, args.api_base)
     turn_p50, bare_p50 = _percentile(latencies, 0.5), _percentile(bare, 0.5)
@@ -403,9 +453,25 @@ async def _drive(
     print(f"follow_up_overhead_p99: {_percentile(latencies, 0.99):.1f} ms", flush=True)
     print(f"litellm_stream_first_token_p50: {bare_p50:.1f} ms", flush=True)
     print(f"pipeline_added_p50: {turn_p50 - bare_p50:.1f} ms", flush=True)
+    _say(f"CPU per turn: {args.cpu_turns} follow-up turns on the server and on the floor")
+    turn_ms = await _cpu_per_turn(first, args.cpu_turns, args.server_cpu)
+    floor_ms = await _cpu_per_turn(floor, args.cpu_turns, args.floor_cpu)
+    print(f"server_cpu_ms_per_turn: {turn_ms:.2f} ms", flush=True)
+    print(f"server_cpu_ms_per_turn_floor: {floor_ms:.2f} ms", flush=True)
     _say(f"relaying {args.tokens} tokens")
-    rate = await _relay(first, args.tokens)
+    rate, token_us = await _cpu_per_token(first, args.tokens, args.server_cpu)
+    _, floor_us = await _cpu_per_token(floor, args.tokens, args.floor_cpu)
+    await floor.socket.close()
     print(f"relay_tokens_per_s: {rate:,.0f}", flush=True)
+    print(f"server_cpu_us_per_token: {token_us:.1f} µs", flush=True)
+    print(f"server_cpu_us_per_token_floor: {floor_us:.1f} µs", flush=True)
+    return first
+
+
+async def _drive(
+    port: int, floor_port: int, users: list[tuple[str, str]], args: argparse.Namespace
+) -> None:
+    first = await _first_phase(port, floor_port, users, args)
     # The same with the model sending 8 tokens per SSE event: LiteLLM's per-event cost
     # bounds the line above; this one shows what the relay carries when it does not.
     # Twice the tokens: the reply stays within PIPELINE_MAX_REPLY_BYTES (512 KiB).
@@ -417,10 +483,19 @@ async def _drive(
         # LiteLLM's end-of-stream rebuild of a 10,000-chunk answer) finish first.
         await asyncio.sleep(SETTLE_S)
         _say(f"{streams} concurrent streams on the server")
+        args.server_cpu.start()
         outcomes = await _streams_phase(port, users, streams, args)
+        server_cpu_ms = args.server_cpu.stop() * 1000
         await asyncio.sleep(SETTLE_S)
         _say(f"{streams} concurrent streams on the bare Channels floor")
+        args.floor_cpu.start()
         floor = await _streams_phase(floor_port, users, streams, args)
+        floor_cpu_ms = args.floor_cpu.stop() * 1000
+        print(
+            f"server_cpu_ms_per_turn_{streams}_streams: {server_cpu_ms / streams:.2f} ms"
+            f" (floor {floor_cpu_ms / streams:.2f} ms)",
+            flush=True,
+        )
         gap, floor_gap = _percentile(_gaps_ms(outcomes), 0.99), _percentile(_gaps_ms(floor), 0.99)
         failed = [o for o in outcomes if o.failed]
         codes = Counter(code for o in failed for code in o.errors or [o.status])
@@ -469,10 +544,16 @@ def main() -> None:
     parser.add_argument("--stream-tokens", type=int, default=40, help="tokens per stream")
     parser.add_argument("--stream-gap-ms", type=int, default=100, help="model pause per token")
     parser.add_argument("--streams", type=_streams_list, default=[200, 500])
+    parser.add_argument("--cpu-turns", type=int, default=100, help="turns of the CPU figure")
     parser.add_argument(
         "--trace",
         action="store_true",
         help="serve bench/trace_asgi.py (timers around a turn's steps) and print its table",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="serve bench/trace_asgi.py under cProfile, writing pstats to this file",
     )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="openmates-bench-turn-"))
@@ -491,9 +572,12 @@ def main() -> None:
         _say("starting Daphne: the server and the bare Channels floor")
         if args.trace:
             os.environ["BENCH_TRACE_FILE"] = str(root / "trace.json")
-        app = TRACE_APP if args.trace else SERVER_APP
+        if args.profile:
+            os.environ["BENCH_PROFILE_FILE"] = str(args.profile.resolve())
+        app = TRACE_APP if args.trace or args.profile else SERVER_APP
         servers.append(_start_daphne(server_port, root / "daphne.log", app))
         servers.append(_start_daphne(floor_port, root / "floor.log", FLOOR_APP))
+        args.server_cpu, args.floor_cpu = CpuMeter(servers[0].pid), CpuMeter(servers[1].pid)
         asyncio.run(_drive(server_port, floor_port, users, args))
     except BaseException:
         log = root / "daphne.log"

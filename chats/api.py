@@ -28,12 +28,20 @@ from rest_framework.response import Response
 
 from accounts.permissions import SessionOnlyForWrites
 from chats import selectors, services
-from chats.models import Chat
+from chats.models import Chat, Embed
 from chats.sync import chat_metadata, message_metadata, with_server_copies
 from instances.selectors import instance_get_for_user
 from openmates import ids, vault
-from openmates.ids import MAX_MESSAGE_CIPHERTEXT_CHARS
-from openmates.rest import JsonOnlyApi, TimestampCursorPagination
+from openmates.ids import FILE_EMBED_CIPHERTEXT_CHARS, MAX_MESSAGE_CIPHERTEXT_CHARS
+from openmates.rest import (
+    JsonOnlyApi,
+    StrictBooleanField,
+    StrictCharField,
+    StrictIntegerField,
+    StrictRegexField,
+    StrictSlugField,
+    TimestampCursorPagination,
+)
 
 _B64 = r"^[A-Za-z0-9+/]*={0,2}$"
 # Metadata fields and wrapped keys; message and embed content may be as long as the
@@ -42,7 +50,7 @@ _MAX_CIPHERTEXT = 180_000
 _MAX_VERSION = 2**63 - 1  # versions are PostgreSQL bigints
 
 
-class Uuid7Field(serializers.CharField):
+class Uuid7Field(StrictCharField):
     """A lowercase UUIDv7 string (docs/crypto.md §1), exactly as the WebSocket protocol takes it."""
 
     default_error_messages = {"uuid7": "must be a lowercase UUIDv7 string"}
@@ -53,7 +61,7 @@ class Uuid7Field(serializers.CharField):
         return str(data)
 
 
-class EnvelopeField(serializers.CharField):
+class EnvelopeField(StrictCharField):
     """Standard base64 of a docs/crypto.md §3 envelope of at most ``max_length`` characters."""
 
     default_error_messages = {"ciphertext": "{problem}"}
@@ -69,24 +77,6 @@ class EnvelopeField(serializers.CharField):
         if problem is not None:
             self.fail("ciphertext", problem=problem)
         return value
-
-
-class StrictIntegerField(serializers.IntegerField):
-    """A JSON integer: strings, floats and booleans are refused (as in the protocol)."""
-
-    def to_internal_value(self, data: Any) -> int:
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return int(super().to_internal_value(data))
-
-
-class StrictBooleanField(serializers.BooleanField):
-    """A JSON boolean: ``"true"``, ``1`` and the like are refused."""
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
 
 
 class KdfField(serializers.JSONField):
@@ -115,9 +105,9 @@ def _ciphertext(required: bool = True, max_length: int = _MAX_CIPHERTEXT) -> Env
     return EnvelopeField(required=required, allow_null=not required, max_length=max_length)
 
 
-def _b64(required: bool = True) -> serializers.RegexField:
+def _b64(required: bool = True) -> StrictRegexField:
     """Base64 text that is not an envelope of §3 (the wrapped master keys)."""
-    return serializers.RegexField(
+    return StrictRegexField(
         _B64, max_length=_MAX_CIPHERTEXT, required=required, allow_null=not required
     )
 
@@ -152,7 +142,7 @@ class ChatListApi(JsonOnlyApi):
 
     class ChatCreateSerializer(serializers.Serializer):
         chat_id = Uuid7Field()
-        instance = serializers.SlugField()
+        instance = StrictSlugField()
         encrypted_chat_key = _ciphertext()
         encrypted_title = _ciphertext(required=False)
 
@@ -183,8 +173,11 @@ class ChatListApi(JsonOnlyApi):
                 encrypted_chat_key=body.validated_data["encrypted_chat_key"],
                 encrypted_title=body.validated_data.get("encrypted_title"),
             )
-        except services.IdInUse as exc:
-            return Response({"code": "invalid_frame", "message": str(exc)}, status=400)
+        except services.IdInUse:
+            # Another user's chat (a repeat of one's own create answers it again); the
+            # message names no id.
+            message = "This chat id is already in use: create the chat under a fresh id."
+            return Response({"code": "id_in_use", "message": message}, status=409)
         return Response(chat_metadata(chat), status=status.HTTP_201_CREATED)
 
 
@@ -276,12 +269,46 @@ class MessageStoreApi(JsonOnlyApi):
         return Response({"chat_id": chat.pk, "message_id": message.pk, "version": message.version})
 
 
+def _embed_out(embed: Embed, *, content: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "embed_id": embed.pk,
+        "message_id": embed.message_id,
+        "tool": embed.tool,
+        "status": embed.status,
+        "version": embed.version,
+    }
+    if content:
+        out["encrypted_content"] = embed.encrypted_content
+    return out
+
+
+class EmbedListApi(JsonOnlyApi):
+    """GET: the chat's embeds without their ciphertext, oldest first (docs/protocol.md
+    §13: a client lists the file embeds of the messages it shows)."""
+
+    @extend_schema(operation_id="embeds_list", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, chat_id: str) -> Response:
+        chat = _chat_or_404(request, chat_id)
+        embeds = selectors.chat_embeds(chat_id=chat.pk)
+        return Response({"embeds": [_embed_out(e, content=False) for e in embeds]})
+
+
 class EmbedStoreApi(JsonOnlyApi):
-    """PUT: store the client's ciphertext of an embed (409 on a stale version)."""
+    """GET: an embed with its ciphertext (null before a client stored it). PUT: store
+    the client's ciphertext of an embed (409 on a stale version; a file's embed may be
+    as long as ``FILE_EMBED_CIPHERTEXT_CHARS``, a tool's as a reply's envelope)."""
 
     class EmbedStoreSerializer(serializers.Serializer):
-        encrypted_content = _ciphertext(max_length=MAX_MESSAGE_CIPHERTEXT_CHARS)
+        encrypted_content = _ciphertext(max_length=FILE_EMBED_CIPHERTEXT_CHARS)
         version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
+
+    @extend_schema(operation_id="embeds_read", responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, chat_id: str, embed_id: str) -> Response:
+        chat = _chat_or_404(request, chat_id)
+        embed = selectors.chat_embed(chat_id=chat.pk, embed_id=_id_or_404(embed_id, "embed"))
+        if embed is None:
+            raise Http404("embed not found")
+        return Response(_embed_out(embed, content=True))
 
     @extend_schema(
         operation_id="embeds_store",
@@ -299,6 +326,8 @@ class EmbedStoreApi(JsonOnlyApi):
             raise Http404("embed not found") from exc
         except services.VersionConflict as exc:
             return _conflict(exc)
+        except ValueError as exc:
+            return Response({"code": "invalid_request", "message": str(exc)}, status=400)
         return Response({"chat_id": chat.pk, "embed_id": embed.pk, "version": embed.version})
 
 
@@ -316,8 +345,8 @@ class UserKeysApi(JsonOnlyApi):
     class KeysSerializer(serializers.Serializer):
         wrapped_master_key = _b64()
         recovery_wrapped_master_key = _b64()
-        master_key_id = serializers.CharField(max_length=24)
-        recovery_key_id = serializers.CharField(max_length=24)
+        master_key_id = StrictCharField(max_length=24)
+        recovery_key_id = StrictCharField(max_length=24)
         kdf = KdfField()
         version = StrictIntegerField(
             min_value=1, max_value=_MAX_VERSION, required=False, allow_null=True

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,6 +234,21 @@ class CachedHistory:
             return HistoryResult(messages=None, reason="incomplete")
         return HistoryResult(messages=list(self.messages))
 
+    def along(self, path: Sequence[str], off_branch: Collection[str]) -> HistoryResult:
+        """The history of one branch of the chat (``chats.selectors.Branch``): the cached
+        messages but those ``off_branch``, those on ``path`` in its order after any the
+        chat does not hold as messages (a client's imported history). Usable when every
+        message of ``path`` is cached; else the reason to ask the client."""
+        if self.messages is None:
+            return HistoryResult(messages=None, reason="decryption_failed")
+        place = {message_id: index for index, message_id in enumerate(path)}
+        kept = [m for m in self.messages if str(m["message_id"]) not in off_branch]
+        if not place.keys() <= {str(m["message_id"]) for m in kept}:
+            reason = "incomplete" if self.messages else "cache_miss"
+            return HistoryResult(messages=None, reason=reason)
+        kept.sort(key=lambda m: place.get(str(m["message_id"]), -1))
+        return HistoryResult(messages=kept)
+
 
 async def ai_history_read(*, user_id: int | str, chat_id: str) -> CachedHistory:
     """Read a chat's AI cache (one Redis round trip); check it with ``complete_for``.
@@ -248,19 +264,19 @@ async def ai_history_read(*, user_id: int | str, chat_id: str) -> CachedHistory:
         redis.exceptions.RedisError: Redis is unreachable.
     """
     entries: list[Any] = await aredis_client().eval(_LOAD_LUA, 2, *_touch_args(user_id, chat_id))
+    try:
+        # One cipher for the whole list: every entry of a chat is sealed for it alike.
+        opened = await crypto.aopen_sealed_many(
+            key_name=vault.user_key_name(user_id),
+            purpose=AI_PURPOSE,
+            owner_id=user_id,
+            object_id=chat_id,
+            sealed=entries,
+        )
+    except crypto.DecryptionError:
+        return CachedHistory(messages=None)
     by_id: dict[str, dict[str, Any]] = {}
-    key_name = vault.user_key_name(user_id)
-    for sealed in entries:
-        try:
-            plaintext = await crypto.aopen_sealed(
-                key_name=key_name,
-                purpose=AI_PURPOSE,
-                owner_id=user_id,
-                object_id=chat_id,
-                sealed=sealed,
-            )
-        except crypto.DecryptionError:
-            return CachedHistory(messages=None)
+    for plaintext in opened:
         message = json.loads(plaintext)
         by_id[str(message["message_id"])] = message
     return CachedHistory(messages=list(by_id.values()))

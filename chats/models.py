@@ -98,10 +98,24 @@ class Chat(models.Model):
 
 
 class Message(models.Model):
-    """One message; ``encrypted_content`` is null until a client stores its ciphertext."""
+    """One message; ``encrypted_content`` is null until a client stores its ciphertext.
+
+    Messages form a tree (docs/architecture.md §3): ``parent`` is the message before this
+    one on its branch (``None``: a first message). An edited question is a sibling of the
+    question it replaces (same parent), a regenerated answer a sibling of the answer.
+    """
 
     id = models.CharField(primary_key=True, max_length=ID_LENGTH)
     chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="messages")
+    # No database constraint: the chat's messages go together, in any order.
+    parent = models.ForeignKey(
+        "self",
+        on_delete=models.DO_NOTHING,
+        null=True,
+        blank=True,
+        db_constraint=False,
+        related_name="children",
+    )
     role = models.CharField(max_length=10, choices=MessageRole.choices)
     status = models.CharField(
         max_length=12, choices=MessageStatus.choices, default=MessageStatus.PENDING

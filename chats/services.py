@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import enum
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import F, QuerySet
+from django.db import IntegrityError, connection, transaction
+from django.db.models import BinaryField, Case, F, Value, When
 from django.utils import timezone
 
 from chats import cache
@@ -40,6 +43,7 @@ from chats.models import (
     UserKeys,
 )
 from openmates import crypto, vault
+from openmates.ids import FILE_EMBED_CIPHERTEXT_CHARS, FILE_EMBED_TOOL, MAX_MESSAGE_CIPHERTEXT_CHARS
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +61,22 @@ class VersionConflict(Exception):  # noqa: N818 - the name is the helpers' contr
 
 class IdInUse(Exception):  # noqa: N818 - reads as the condition it reports
     """A client-chosen id already names another object (or another user's object)."""
+
+
+class Parent(enum.Enum):
+    """Where a new question goes when its client names no parent: after the chat's
+    newest message (``NEWEST``; a chat without messages: a first message)."""
+
+    NEWEST = "newest"
+
+
+class BadParent(Exception):  # noqa: N818 - reads as the condition it reports
+    """The parent a new question names is no answer of its chat; ``missing`` when no
+    message of the chat has that id."""
+
+    def __init__(self, message: str, *, missing: bool) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 class NotFound(Exception):  # noqa: N818 - reads as the condition it reports
@@ -237,8 +257,11 @@ def chat_delete(*, chat: Chat) -> None:
 # --- Messages ------------------------------------------------------------------------
 
 
-def _messages_create(*, chat: Chat, specs: list[tuple[str, str]]) -> list[Message]:
-    """Create messages ``[(id, role), ...]`` (status ``pending``) in one transaction.
+def _messages_create(
+    *, chat: Chat, specs: list[tuple[str, str]], parent_id: str | None = None
+) -> list[Message]:
+    """Create messages ``[(id, role), ...]`` (status ``pending``) in one transaction, the
+    first one after ``parent_id``, each next one after the one before it.
 
     The chat's version rises by one per message and each message records its own
     version. The ``UPDATE`` of the chat comes first: it takes the chat's row lock (the
@@ -260,6 +283,7 @@ def _messages_create(*, chat: Chat, specs: list[tuple[str, str]]) -> list[Messag
             raise NotFound(f"chat {chat.pk} not found")
         version = int(Chat.objects.values_list("version", flat=True).get(pk=chat.pk))
         first = version - len(specs) + 1
+        parents = [parent_id, *(message_id for message_id, _ in specs[:-1])]
         return Message.objects.bulk_create(
             Message(
                 id=message_id,
@@ -267,13 +291,27 @@ def _messages_create(*, chat: Chat, specs: list[tuple[str, str]]) -> list[Messag
                 role=role,
                 status=MessageStatus.PENDING,
                 chat_version=first + number,
+                parent_id=parents[number],
             )
             for number, (message_id, role) in enumerate(specs)
         )
 
 
+def _newest_message_id(chat_id: str) -> str | None:
+    """The chat's newest message (a question before the answer made with it)."""
+    return (
+        Message.objects.filter(chat_id=chat_id)
+        .order_by("-created_at", "role", "-id")  # "assistant" < "user": the answer
+        .values_list("pk", flat=True)
+        .first()
+    )
+
+
 def _message_create(*, chat: Chat, message_id: str, role: str, status: str) -> Message:
-    (message,) = _messages_create(chat=chat, specs=[(message_id, role)])
+    """One message after the chat's newest one (a linear chat's next message)."""
+    (message,) = _messages_create(
+        chat=chat, specs=[(message_id, role)], parent_id=_newest_message_id(chat.pk)
+    )
     if status != MessageStatus.PENDING:
         Message.objects.filter(pk=message_id).update(status=status)
         message.status = status
@@ -419,7 +457,8 @@ def user_message_keep(*, chat: Chat, message_id: str, content: str) -> bool:
 def server_message_create(
     *, chat: Chat, message_id: str, role: str, content: str, status: str = MessageStatus.DONE
 ) -> Message:
-    """Add a message to a server-managed chat, its content sealed server-side.
+    """Add a message to a server-managed chat, its content sealed server-side, after the
+    chat's newest message.
 
     Raises:
         ValueError: ``chat`` is client-encrypted (its content belongs to the browser).
@@ -485,38 +524,144 @@ class NotRetryable(Exception):  # noqa: N818 - reads as the condition it reports
         self.status = status
 
 
-def turn_accept(*, chat: Chat, user: Any, message_id: str, assistant_message_id: str) -> bool:
+def turn_accept(
+    *,
+    chat: Chat,
+    user: Any,
+    message_id: str,
+    assistant_message_id: str,
+    parent_id: str | Parent | None = Parent.NEWEST,
+) -> bool:
     """Accept a turn: write the user message and the assistant message answering it (both
-    ``pending``; the chat's version and message count rise by two), one transaction.
+    ``pending``; the chat's version and message count rise by two), atomically, in one
+    SQL statement (:func:`_turn_messages_insert`): a turn's start pays one round trip.
+
+    The user message goes after ``parent_id``: an answer of the chat (the branch it
+    continues, or the parent of a question it edits), ``None`` for a first message (an
+    edit of the chat's first question), by default after the chat's newest message
+    (found inside the statement). The answer goes after the user message.
 
     Idempotent: returns ``False`` (and writes nothing) when the user message already
     exists in this chat, ``True`` when both were written.
 
     Raises:
         NotFound: ``user`` does not own ``chat``, or the chat is gone.
+        BadParent: ``parent_id`` names no assistant message of the chat.
         IdInUse: ``message_id`` names a message of another chat or role, or
             ``assistant_message_id`` is taken.
     """
     if chat.owner_id != user.pk:
         raise NotFound(f"chat {chat.pk} not found")
-    existing = Message.objects.filter(pk__in=(message_id, assistant_message_id)).values_list(
-        "id", "chat_id", "role"
-    )
-    for found_id, chat_id, role in existing:
-        if found_id == message_id and chat_id == chat.pk and role == MessageRole.USER:
-            return False
-        raise IdInUse(f"message id {found_id} is already in use")
+    if isinstance(parent_id, str):
+        _answer_check(chat_id=chat.pk, message_id=parent_id)
+    specs = [
+        (message_id, MessageRole.USER, parent_id),
+        (assistant_message_id, MessageRole.ASSISTANT, message_id),
+    ]
     try:
-        _messages_create(
-            chat=chat,
-            specs=[(message_id, MessageRole.USER), (assistant_message_id, MessageRole.ASSISTANT)],
-        )
+        # Inside a caller's transaction a savepoint keeps an id clash from aborting it.
+        with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+            inserted = _turn_messages_insert(chat=chat, specs=specs)
     except IntegrityError:
-        # Two sockets raced with the same id: the other one created it.
+        # Sent before (a repeated message.send, or two sockets racing), or another's id.
         if Message.objects.filter(pk=message_id, chat=chat, role=MessageRole.USER).exists():
             return False
-        raise IdInUse(f"message id {message_id} is already in use") from None
+        raise IdInUse(f"message id {message_id} or {assistant_message_id} is in use") from None
+    if not inserted:
+        raise NotFound(f"chat {chat.pk} not found")
     return True
+
+
+def _answer_check(*, chat_id: str, message_id: str) -> None:
+    """Raise :class:`BadParent` unless ``message_id`` is an assistant message of the chat."""
+    role = Message.objects.filter(pk=message_id, chat_id=chat_id).values_list("role", flat=True)
+    found = role.first()
+    if found != MessageRole.ASSISTANT:
+        raise BadParent(f"{message_id} is no answer in chat {chat_id}", missing=found is None)
+
+
+def _turn_messages_insert(
+    *, chat: Chat, specs: Sequence[tuple[str, str, str | Parent | None]]
+) -> int:
+    """Create messages ``[(id, role, parent id), ...]`` (``pending``), raising the chat's
+    version and message count by one per message, in ONE statement: a data-modifying CTE
+    (the chat's ``UPDATE … RETURNING version``) feeding the ``INSERT``, which numbers the
+    messages' ``chat_version`` from it, as :func:`_messages_create` does in three
+    statements and a transaction. A statement is atomic by itself; the ``UPDATE`` runs
+    first and takes the chat's row lock (the lock order of :func:`_lock_chat`). A parent
+    ``Parent.NEWEST`` is the chat's newest message before the statement (a subquery: the
+    statement does not see its own rows), ordered as :func:`_newest_message_id` orders.
+
+    Every column's value comes from the model (its defaults and ``auto_now`` stamps, as
+    ``bulk_create`` would write them), cast to the column's type.
+
+    Returns the rows inserted (0: the chat is gone). Raises ``IntegrityError`` when an
+    id exists; nothing is written then.
+    """
+    now = timezone.now()
+    quote = connection.ops.quote_name
+    chat_fields = {f.name: f for f in Chat._meta.concrete_fields}
+    chat_column = {name: quote(str(chat_fields[name].column)) for name in _CHAT_BUMPED}
+    chat_pk = quote(str(Chat._meta.pk.column))
+    fields = Message._meta.concrete_fields
+    params: list[Any] = [len(specs), len(specs), now, now, chat.pk]
+    table = quote(Message._meta.db_table)
+    selects = [
+        _message_select(chat=chat, spec=spec, behind=len(specs) - 1 - number, params=params)
+        for number, spec in enumerate(specs)
+    ]
+    version, count = chat_column["version"], chat_column["message_count"]
+    sql = (
+        f"WITH bumped AS (UPDATE {quote(Chat._meta.db_table)} SET {version} = {version} + %s,"  # noqa: S608
+        f" {count} = {count} + %s, {chat_column['last_message_at']} = %s,"
+        f" {chat_column['updated_at']} = %s WHERE {chat_pk} = %s"
+        f" RETURNING {version} AS version)"
+        f" INSERT INTO {table}"
+        f" ({', '.join(quote(str(field.column)) for field in fields)})"
+        f" {' UNION ALL '.join(selects)}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
+
+
+_CHAT_BUMPED = ("version", "message_count", "last_message_at", "updated_at")
+
+
+def _message_select(
+    *, chat: Chat, spec: tuple[str, str, str | Parent | None], behind: int, params: list[Any]
+) -> str:
+    """The ``SELECT … FROM bumped`` of one message of :func:`_turn_messages_insert`, its
+    values appended to ``params``: ``chat_version`` is the bumped version minus
+    ``behind`` (the messages after it in the statement), a ``Parent.NEWEST`` parent the
+    chat's newest message before the statement."""
+    quote = connection.ops.quote_name
+    message_id, role, parent = spec
+    message = Message(
+        id=message_id,
+        chat_id=chat.pk,
+        role=role,
+        status=MessageStatus.PENDING,
+        parent_id=None if isinstance(parent, Parent) else parent,
+    )
+    newest = (
+        f"(SELECT {quote('id')} FROM {quote(Message._meta.db_table)}"  # noqa: S608
+        f" WHERE {quote('chat_id')} = %s"
+        f" ORDER BY {quote('created_at')} DESC, {quote('role')}, {quote('id')} DESC LIMIT 1)"
+    )
+    values = []
+    for field in Message._meta.concrete_fields:
+        if field.attname == "chat_version":
+            values.append(f"bumped.version - {behind}")
+            continue
+        if field.attname == "parent_id" and isinstance(parent, Parent):
+            values.append(newest)
+            params.append(chat.pk)
+            continue
+        values.append(f"%s::{field.db_type(connection)}")
+        params.append(field.get_db_prep_save(field.pre_save(message, True), connection))
+    # Only the model's own names and types are interpolated; values are parameters.
+    return f"SELECT {', '.join(values)} FROM bumped"  # noqa: S608
 
 
 def turn_retry(*, chat: Chat, message_id: str, assistant_message_id: str) -> None:
@@ -546,10 +691,48 @@ def turn_retry(*, chat: Chat, message_id: str, assistant_message_id: str) -> Non
         if status not in RETRYABLE_STATUSES:
             raise NotRetryable(f"message {message_id} is {status}", status=status)
         _status_write(chat_id=chat.pk, message_id=message_id, status=MessageStatus.PENDING)
-        try:
-            _messages_create(chat=chat, specs=[(assistant_message_id, MessageRole.ASSISTANT)])
-        except IntegrityError as exc:
-            raise IdInUse(f"message id {assistant_message_id} is already in use") from exc
+        _answer_add(chat=chat, message_id=message_id, assistant_message_id=assistant_message_id)
+
+
+def _answer_add(*, chat: Chat, message_id: str, assistant_message_id: str) -> None:
+    """A new answer (``pending``) to the user message ``message_id``, a sibling of its
+    other answers."""
+    try:
+        _messages_create(
+            chat=chat, specs=[(assistant_message_id, MessageRole.ASSISTANT)], parent_id=message_id
+        )
+    except IntegrityError as exc:
+        raise IdInUse(f"message id {assistant_message_id} is already in use") from exc
+
+
+def turn_regenerate(*, chat: Chat, message_id: str, assistant_message_id: str) -> str:
+    """Answer a question again (``message.regenerate`` of its answer ``message_id``): a
+    new assistant message (``pending``) with the same parent as ``message_id``, a sibling
+    version beside it, which stays as it is; the question's status stays too. One
+    transaction under the chat's row lock; the chat's version and message count rise by
+    one. Returns the id of the question.
+
+    Raises:
+        NotFound: no such assistant message in ``chat``, or the chat is gone.
+        NotRetryable: ``message_id`` is still being answered (``pending`` / ``streaming``),
+            or it answers no question (a first message of a server-managed history).
+        IdInUse: ``assistant_message_id`` is taken.
+    """
+    with transaction.atomic():
+        if not _lock_chat(chat.pk):
+            raise NotFound(f"chat {chat.pk} not found")
+        found = (
+            Message.objects.filter(pk=message_id, chat_id=chat.pk, role=MessageRole.ASSISTANT)
+            .values_list("status", "parent__role", "parent_id")
+            .first()
+        )
+        if found is None:
+            raise NotFound(f"answer {message_id} not found in chat {chat.pk}")
+        status, parent_role, question_id = found
+        if status in UNFINISHED_STATUSES or parent_role != MessageRole.USER:
+            raise NotRetryable(f"answer {message_id} is {status}", status=status)
+        _answer_add(chat=chat, message_id=question_id, assistant_message_id=assistant_message_id)
+    return str(question_id)
 
 
 def turn_finish(
@@ -563,8 +746,10 @@ def turn_finish(
     model: str,
     usage: dict[str, int] | None,
     title: str | None = None,
+    question_kept: bool = False,
 ) -> None:
-    """Finish a turn, one transaction: write both messages' final ``status``; the reply's
+    """Finish a turn, one transaction: write both messages' final ``status`` (only the
+    reply's with ``question_kept``: a regenerated answer's question stays as it was); the reply's
     sealed server copy with ``model`` and ``usage`` (``{"prompt_tokens",
     "completion_tokens"}``) when ``reply`` has text; the user's ``content`` sealed, in a
     server-managed chat always (and ``title``, when given, as its sealed title), in a
@@ -583,20 +768,60 @@ def turn_finish(
     """
     if status not in MessageStatus.values:
         raise ValueError(f"unknown message status {status!r}")
-    owner_id, server_managed = chat.owner_id, chat.mode == ChatMode.SERVER_MANAGED
+    owner_id = chat.owner_id
     kept_reply = None
     if reply:
         kept_reply = _seal_text(owner_id=owner_id, object_id=assistant_message_id, text=reply)
+    # Sealed whether or not the client stored its own copy meanwhile: the update keeps
+    # it only where there is none (a seal is microseconds, the check a round trip).
     kept_user = None
-    if server_managed or _unstored_user_message(chat_id=chat.pk, message_id=message_id).exists():
+    if not question_kept:
         kept_user = _seal_text(owner_id=owner_id, object_id=message_id, text=content)
     kept_title = None
-    if server_managed and title:
+    if chat.mode == ChatMode.SERVER_MANAGED and title:
         kept_title = _seal_text(owner_id=owner_id, object_id=f"{chat.pk}:title", text=title)
+    _finish_write(
+        chat=chat,
+        ids=(message_id, assistant_message_id),
+        status=status,
+        sealed=(kept_user, kept_reply, kept_title),
+        model=model,
+        usage=usage,
+        question_kept=question_kept,
+    )
+
+
+def _finish_write(
+    *,
+    chat: Chat,
+    ids: tuple[str, str],
+    status: str,
+    sealed: tuple[bytes | None, bytes | None, bytes | None],
+    model: str,
+    usage: dict[str, int] | None,
+    question_kept: bool,
+) -> None:
+    """:func:`turn_finish`'s transaction: ``ids`` (user message, reply), their ``sealed``
+    copies and the title's (``None``: none to keep); with ``question_kept`` the user
+    message is left as it is.
+
+    Raises:
+        NotFound: the chat or one of the messages is gone (nothing is written then).
+    """
+    message_id, assistant_message_id = ids
+    kept_user, kept_reply, kept_title = sealed
+    # Six statements with BEGIN and COMMIT: the chat locked with its version read, one
+    # update per message, the chat's new version (the version rises by one per message).
     with transaction.atomic():
-        if not _lock_chat(chat.pk):
+        version = _locked_version(chat.pk)
+        if version is None:
             raise NotFound(f"chat {chat.pk} not found")
-        _user_message_finish(chat=chat, message_id=message_id, status=status, sealed=kept_user)
+        if not question_kept:
+            version += 1
+            _user_message_finish(
+                chat=chat, message_id=message_id, status=status, sealed=kept_user, version=version
+            )
+        version += 1
         _reply_finish(
             chat_id=chat.pk,
             message_id=assistant_message_id,
@@ -604,29 +829,43 @@ def turn_finish(
             sealed=kept_reply,
             model=model,
             usage=usage,
+            version=version,
         )
+        changes: dict[str, Any] = {"version": version, "updated_at": timezone.now()}
         if kept_title is not None:
-            Chat.objects.filter(pk=chat.pk).update(server_title=kept_title)
+            changes["server_title"] = kept_title
+        Chat.objects.filter(pk=chat.pk).update(**changes)
 
 
-def _unstored_user_message(*, chat_id: str, message_id: str) -> QuerySet[Message]:
-    """The user message while its client has stored no ciphertext of it."""
-    return Message.objects.filter(
-        pk=message_id, chat_id=chat_id, role=MessageRole.USER, encrypted_content__isnull=True
-    )
+def _locked_version(chat_id: str) -> int | None:
+    """:func:`_lock_chat` that also reads the chat's version (None: no such chat)."""
+    rows = Chat.objects.select_for_update(no_key=True).filter(pk=chat_id).values_list("version")
+    found = list(rows)
+    return int(found[0][0]) if found else None
 
 
-def _user_message_finish(*, chat: Chat, message_id: str, status: str, sealed: bytes | None) -> None:
-    """:func:`turn_finish`'s user message (inside its transaction, the chat locked)."""
-    if not _status_write(chat_id=chat.pk, message_id=message_id, status=status):
+def _user_message_finish(
+    *, chat: Chat, message_id: str, status: str, sealed: bytes | None, version: int
+) -> None:
+    """:func:`turn_finish`'s user message, one update (inside its transaction, the chat
+    locked): the status with the chat ``version`` it records, and the sealed copy, which
+    in a client-encrypted chat only a message without the client's ciphertext takes (a
+    ``message.store`` that came first is not overwritten)."""
+    changes: dict[str, Any] = {
+        "status": status,
+        "chat_version": version,
+        "updated_at": timezone.now(),
+    }
+    if sealed is not None and chat.mode == ChatMode.SERVER_MANAGED:
+        changes["server_content"] = sealed
+    elif sealed is not None:
+        changes["server_content"] = Case(
+            When(encrypted_content__isnull=True, then=Value(sealed, output_field=BinaryField())),
+            default=F("server_content"),
+            output_field=BinaryField(),
+        )
+    if not Message.objects.filter(pk=message_id, chat_id=chat.pk).update(**changes):
         raise NotFound(f"message {message_id} not found in chat {chat.pk}")
-    if sealed is None:
-        return
-    if chat.mode == ChatMode.SERVER_MANAGED:
-        Message.objects.filter(pk=message_id).update(server_content=sealed)
-    else:
-        # Under the chat's lock: a message.store that came first is not overwritten.
-        _unstored_user_message(chat_id=chat.pk, message_id=message_id).update(server_content=sealed)
 
 
 def _reply_finish(
@@ -637,18 +876,26 @@ def _reply_finish(
     sealed: bytes | None,
     model: str,
     usage: dict[str, int] | None,
+    version: int,
 ) -> None:
-    """:func:`turn_finish`'s assistant message (inside its transaction, the chat locked)."""
-    if not _status_write(chat_id=chat_id, message_id=message_id, status=status):
-        raise NotFound(f"message {message_id} not found in chat {chat_id}")
+    """:func:`turn_finish`'s assistant message, one update (inside its transaction, the
+    chat locked): the status with the chat ``version`` it records and, with ``sealed``,
+    the reply's server copy, model and token counts."""
+    changes: dict[str, Any] = {
+        "status": status,
+        "chat_version": version,
+        "updated_at": timezone.now(),
+    }
     if sealed is not None:
         usage = usage or {}
-        Message.objects.filter(pk=message_id).update(
-            server_content=sealed,
-            model=model or "",
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-        )
+        changes |= {
+            "server_content": sealed,
+            "model": model or "",
+            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
+        }
+    if not Message.objects.filter(pk=message_id, chat_id=chat_id).update(**changes):
+        raise NotFound(f"message {message_id} not found in chat {chat_id}")
 
 
 def turn_fail(*, message_id: str, assistant_message_id: str) -> int:
@@ -716,16 +963,26 @@ def embed_status_set(*, embed_id: str, status: str) -> None:
 
 
 def embed_store(*, chat: Chat, embed_id: str, encrypted_content: str, version: int) -> Embed:
-    """Store the client's ciphertext of an embed (compare-and-set like messages).
+    """Store the client's ciphertext of an embed (compare-and-set like messages). A
+    file's embed takes up to ``FILE_EMBED_CIPHERTEXT_CHARS``, a tool's up to
+    ``MAX_MESSAGE_CIPHERTEXT_CHARS`` (``openmates.ids``).
 
     Raises:
         NotFound: no such embed in ``chat``.  VersionConflict: stale ``version``.
+        ValueError: the ciphertext is longer than the embed's kind allows.
     """
     with transaction.atomic():
         _lock_chat(chat.pk)
         embed = Embed.objects.select_for_update().filter(pk=embed_id, chat_id=chat.pk).first()
         if embed is None:
             raise NotFound(f"embed {embed_id} not found in chat {chat.pk}")
+        limit = (
+            FILE_EMBED_CIPHERTEXT_CHARS
+            if embed.tool == FILE_EMBED_TOOL
+            else MAX_MESSAGE_CIPHERTEXT_CHARS
+        )
+        if len(encrypted_content) > limit:
+            raise ValueError(f"encrypted_content is longer than {limit} characters")
         if embed.version == version + 1 and embed.encrypted_content == encrypted_content:
             return embed
         if embed.version != version:
@@ -738,6 +995,39 @@ def embed_store(*, chat: Chat, embed_id: str, encrypted_content: str, version: i
         embed.save()
         _bump_chat(chat.pk)
     return embed
+
+
+def file_embeds_create(*, chat: Chat, message_id: str, embed_ids: Sequence[str]) -> None:
+    """The embeds of the files sent with user message ``message_id``: one ``Embed`` per
+    id (tool ``file``, status finished, no ciphertext until the client stores it,
+    docs/protocol.md §13). Ids already this message's file embeds are kept as they are;
+    call it in the transaction that accepts the message.
+
+    Raises:
+        IdInUse: an id names another embed (of another message, chat or user).
+    """
+    if not embed_ids:
+        return
+    existing = list(Embed.objects.filter(pk__in=embed_ids))
+    for embed in existing:
+        if (embed.chat_id, embed.message_id, embed.tool) != (chat.pk, message_id, FILE_EMBED_TOOL):
+            raise IdInUse(f"embed {embed.pk} is in use")
+    known = {embed.pk for embed in existing}
+    try:
+        with transaction.atomic():
+            Embed.objects.bulk_create(
+                Embed(
+                    id=embed_id,
+                    chat_id=chat.pk,
+                    message_id=message_id,
+                    tool=FILE_EMBED_TOOL,
+                    status=EmbedStatus.FINISHED,
+                )
+                for embed_id in embed_ids
+                if embed_id not in known
+            )
+    except IntegrityError:
+        raise IdInUse("an embed id is in use") from None
 
 
 # --- User keys and the account -------------------------------------------------------

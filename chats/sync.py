@@ -48,6 +48,9 @@ def chat_metadata(chat: Chat) -> dict[str, Any]:
         "message_count": chat.message_count,
         "created_at": chat.created_at.isoformat(),
         "updated_at": chat.updated_at.isoformat(),
+        # Its last message's time (its creation before one): what a chat list sorts by, so
+        # a rename, a title or a summary does not move a chat.
+        "last_message_at": (chat.last_message_at or chat.created_at).isoformat(),
     }
 
 
@@ -56,6 +59,7 @@ def message_metadata(message: Message) -> dict[str, Any]:
     return {
         "message_id": message.pk,
         "role": message.role,
+        "parent_id": message.parent_id,
         "status": message.status,
         "version": message.version,
         "encrypted_content": message.encrypted_content,

@@ -18,5 +18,6 @@ urlpatterns = [
         api.MessageStoreApi.as_view(),
         name="message-store",
     ),
+    path("<str:chat_id>/embeds/", api.EmbedListApi.as_view(), name="embeds"),
     path("<str:chat_id>/embeds/<str:embed_id>/", api.EmbedStoreApi.as_view(), name="embed-store"),
 ]

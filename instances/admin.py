@@ -46,6 +46,7 @@ from instances.services import (
     instance_secret_delete,
     instance_secret_set,
 )
+from openmates.models import AICall
 
 
 def administers(request: HttpRequest, instance: Instance | None) -> bool:
@@ -328,16 +329,38 @@ class InstanceAdmin(admin.ModelAdmin):
         "model_preprocessing_enabled",
     )
     search_fields = ("slug", "name")
-    readonly_fields = ("tier_secrets", "key_version", "created_at", "updated_at")
+    readonly_fields = (
+        "tier_secrets",
+        "provider_last_error",
+        "key_version",
+        "created_at",
+        "updated_at",
+    )
     fieldsets = (
         (None, {"fields": ("slug", "name", "default_language")}),
         (
             "Models",
-            {"fields": ("tier_map", "tier_secrets", "embedding_model", "embedding_dimensions")},
+            {
+                "fields": (
+                    "tier_map",
+                    "tier_secrets",
+                    "provider_last_error",
+                    "embedding_model",
+                    "embedding_dimensions",
+                )
+            },
         ),
         (
             "Switches",
-            {"fields": ("memory_enabled", "follow_ups_enabled", "model_preprocessing_enabled")},
+            {
+                "fields": (
+                    "memory_enabled",
+                    "follow_ups_enabled",
+                    "model_preprocessing_enabled",
+                    "model_tool_preselection",
+                    "tools_offer_all_up_to",
+                )
+            },
         ),
         ("Record", {"fields": ("key_version", "created_at", "updated_at")}),
     )
@@ -357,6 +380,21 @@ class InstanceAdmin(admin.ModelAdmin):
             return "-"
         missing = tier_secrets_missing(obj)
         return f"not set: {', '.join(missing)}" if missing else "all set"
+
+    @admin.display(description="Provider's last error")
+    def provider_last_error(self, obj: Instance) -> str:
+        """The instance's latest failed AI call: when, model, reason and sanitised message,
+        and whether a call succeeded since."""
+        if not obj.pk:
+            return "-"
+        calls = AICall.objects.filter(instance_id=obj.pk)
+        last = calls.filter(outcome=AICall.Outcome.ERROR).order_by("-created_at").first()
+        if last is None:
+            return "none recorded"
+        text = f"{last.created_at:%Y-%m-%d %H:%M:%S} UTC, {last.model}: "
+        text += f"{last.error_reason or last.error_class} ({last.error_message or 'no message'})"
+        later = calls.filter(outcome=AICall.Outcome.OK, created_at__gt=last.created_at)
+        return text + ("; a later call succeeded" if later.exists() else "")
 
     def get_inlines(self, request: HttpRequest, obj: Any) -> list[Any]:
         # A new instance is created with its defaults first; its rows are edited after.

@@ -1,9 +1,10 @@
 """The explicit registry through which apps above ``instances`` take part in its services.
 
 ``instances`` may import nothing app-specific (docs/architecture.md §2), yet creating an instance
-must seed its skills, a changed secret must recompute its tools, and an export must carry
-its skill configuration. Apps that own such state (``skills``) register one
-``InstanceExtension`` in their ``AppConfig.ready()``; the services here call every
+must seed its skills, a changed secret must recompute its tools, an export must carry
+its skill configuration, and deleting it must delete the keys of its memories. Apps that
+own such state register one ``InstanceExtension`` (``skills``) or ``InstanceDataOwner``
+(``memories``) in their ``AppConfig.ready()``; the services here call every
 registered extension explicitly and synchronously, inside their own transaction, so a
 failing extension rolls the whole write back (unlike a signal, nothing happens later or
 out of sight).
@@ -11,6 +12,7 @@ out of sight).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -82,3 +84,36 @@ def extension_register(extension: InstanceExtension) -> None:
 def extensions() -> list[InstanceExtension]:
     """The registered extensions in registration order."""
     return list(_extensions.values())
+
+
+class InstanceDataOwner(Protocol):
+    """An app whose data of an instance outlives the rows' cascade (transit keys of its
+    own in Vault). ``name`` identifies it (its app label)."""
+
+    name: str
+
+    def instance_data_delete(self, instance: Instance) -> Callable[[], None] | None:
+        """Runs inside ``instance_delete``'s transaction, before the instance row is
+        deleted: lock and read what the cascade will remove and return what to run once
+        the deletion has committed (deleting the app's keys), or ``None``. Raising rolls
+        the deletion back."""
+
+
+_data_owners: dict[str, InstanceDataOwner] = {}
+
+
+def instance_data_owner_register(owner: InstanceDataOwner) -> None:
+    """Register ``owner`` under its ``name``; registering the same one again is a no-op.
+
+    Raises:
+        ValueError: another owner already holds that name.
+    """
+    current = _data_owners.get(owner.name)
+    if current is not None and current is not owner:
+        raise ValueError(f"instance data owner {owner.name!r} is already registered")
+    _data_owners[owner.name] = owner
+
+
+def instance_data_owners() -> list[InstanceDataOwner]:
+    """The registered owners in registration order."""
+    return list(_data_owners.values())

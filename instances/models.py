@@ -8,11 +8,11 @@ values and channel credentials are stored only as envelopes sealed by
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 
 TIER_NAMES = ("fast", "standard", "heavy")
@@ -91,6 +91,26 @@ class Instance(models.Model):
     model_preprocessing_enabled = models.BooleanField(
         default=True, help_text="Run model-based pre-processing (safety, titles) on first messages."
     )
+    # Tool preselection (docs/architecture.md §6); 5 is pre-processing's most tools offered.
+    tools_offer_all_up_to = models.PositiveSmallIntegerField(
+        default=0,
+        validators=[MaxValueValidator(5)],
+        help_text="Offer every enabled tool when the instance has at most this many (0-5; "
+        "0: never), the main model deciding which to call.",
+    )
+    model_tool_preselection = models.BooleanField(
+        default=False,
+        help_text="With model pre-processing on: the fast tier also picks tools for first "
+        "messages, added to the local picks (falls back to them on error or after 3 s).",
+    )
+    # Limits of /v1 per API key and per user (docs/api.md §5); empty: the server's defaults
+    # (settings.V1_REQUESTS_PER_MINUTE, settings.V1_TOKENS_PER_DAY).
+    api_requests_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="/v1 requests per minute per key or user (empty: default)."
+    )
+    api_tokens_per_day = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="/v1 tokens per UTC day per key or user (empty: default)."
+    )
     # The transit key version this database last rotated to (``instance_keys_rotate``).
     key_version = models.PositiveIntegerField(default=1, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -112,6 +132,15 @@ class InstanceMember(models.Model):
         MEMBER = "member", "Member"
 
     ADMIN_ROLES = (Role.OWNER, Role.ADMIN)
+    # The tiers a role may ask for (message.send ``overrides.tier``, docs/protocol.md §3):
+    # members may lower the tier, only owners and admins may ask for ``heavy``. The chat
+    # page offers only these; pre-processing enforces them (``pipeline.preprocess`` reads
+    # this table).
+    TIERS_BY_ROLE: ClassVar[dict[str, tuple[str, ...]]] = {
+        Role.OWNER: ("fast", "standard", "heavy"),
+        Role.ADMIN: ("fast", "standard", "heavy"),
+        Role.MEMBER: ("fast", "standard"),
+    }
 
     instance = models.ForeignKey(Instance, on_delete=models.CASCADE, related_name="members")
     user = models.ForeignKey(
@@ -127,6 +156,11 @@ class InstanceMember(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {self.role} of {self.instance.slug}"
+
+    @property
+    def allowed_tiers(self) -> tuple[str, ...]:
+        """The tiers this member may ask for, cheapest first (an unknown role: a member's)."""
+        return self.TIERS_BY_ROLE.get(self.role, self.TIERS_BY_ROLE[self.Role.MEMBER])
 
 
 class PromptSection(models.Model):

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from instances.defaults import DEFAULT_MATE, DEFAULT_PROMPT_SECTIONS
-from instances.extensions import extensions
+from instances.extensions import extensions, instance_data_owners
 from instances.models import (
     SECRET_NAME_RE,
     ChannelConfig,
@@ -105,14 +105,16 @@ def instance_create(
 
 
 def instance_delete(*, instance: Instance) -> None:
-    """Delete an instance with everything it owns, then crypto-shred its transit key.
+    """Delete an instance with everything it owns, then crypto-shred its transit key and
+    the keys of the registered data owners (``instances.extensions.InstanceDataOwner``:
+    the memory keys of its users).
 
-    The key is deleted after the rows commit, so a rolled-back delete never loses the key;
-    anything sealed under it (copies in backups included) becomes unreadable.
+    The keys are deleted after the rows commit, so a rolled-back delete never loses one;
+    anything sealed under them (copies in backups included) becomes unreadable.
 
     Raises:
-        openmates.vault.VaultError: from the key deletion (the rows are already gone; run
-            ``vault.delete_key`` again for ``instance-<id>``).
+        openmates.vault.VaultError: from a key deletion (the rows are already gone; run
+            ``vault.delete_key`` again for ``instance-<id>``, and ``memory-<id>-…``).
     """
     key_name = _key_name(instance)
 
@@ -121,8 +123,12 @@ def instance_delete(*, instance: Instance) -> None:
         crypto.forget_key(key_name)
 
     with transaction.atomic():
+        after = [owner.instance_data_delete(instance) for owner in instance_data_owners()]
         instance.delete()
         transaction.on_commit(shred)
+        for callback in after:
+            if callback is not None:
+                transaction.on_commit(callback)
 
 
 def instance_member_set(*, instance: Instance, user: Any, role: str) -> InstanceMember:
@@ -426,3 +432,73 @@ def instance_keys_rotate(*, instance: Instance) -> dict[str, Any]:
         "secrets_rewrapped": secrets,
         "channels_rewrapped": channels,
     }
+
+
+# --- Settings and mates (the REST API's writes) -------------------------------------------
+
+# Instance fields an owner or admin may change through ``instance_settings_update``.
+EDITABLE_FIELDS = frozenset(
+    {
+        "name",
+        "default_language",
+        "tier_map",
+        "memory_enabled",
+        "follow_ups_enabled",
+        "model_preprocessing_enabled",
+        "api_requests_per_minute",
+        "api_tokens_per_day",
+        "tools_offer_all_up_to",
+        "model_tool_preselection",
+    }
+)
+
+
+def instance_settings_update(*, instance: Instance, **fields: Any) -> Instance:
+    """Change the named fields of ``instance`` (only :data:`EDITABLE_FIELDS`); caches and
+    extensions are told on commit, as after an admin save.
+
+    Raises:
+        ValidationError: a field outside :data:`EDITABLE_FIELDS`, or a value the model's
+            validation refuses (``tier_map_validate``, lengths), as ``message_dict``.
+    """
+    unknown = set(fields) - EDITABLE_FIELDS
+    if unknown:
+        raise ValidationError({name: ["cannot be changed"] for name in sorted(unknown)})
+    for name, value in fields.items():
+        setattr(instance, name, value)
+    with transaction.atomic():
+        instance.full_clean()
+        instance.save(update_fields=[*fields, "updated_at"])
+        instance_config_saved(instance=instance)
+    return instance
+
+
+def _mate_default_only(mate: Mate) -> None:
+    """Make ``mate`` the instance's one default (the constraint allows one)."""
+    Mate.objects.filter(instance_id=mate.instance_id, is_default=True).exclude(pk=mate.pk).update(
+        is_default=False
+    )
+
+
+def mate_save(*, mate: Mate, **fields: Any) -> Mate:
+    """Create or change a mate (``category``, ``name``, ``description``, ``system_prompt``,
+    ``is_default``); a new default mate replaces the former one in the same transaction.
+
+    Raises:
+        ValidationError: a duplicate name or a bad category, as ``message_dict``.
+    """
+    for name, value in fields.items():
+        setattr(mate, name, value)
+    with transaction.atomic():
+        mate.full_clean(validate_constraints=False)
+        if Mate.objects.filter(instance_id=mate.instance_id, name=mate.name).exclude(pk=mate.pk):
+            raise ValidationError({"name": ["a mate of this instance has this name"]})
+        if mate.is_default:
+            _mate_default_only(mate)
+        mate.save()
+    return mate
+
+
+def mate_delete(*, mate: Mate) -> None:
+    """Delete a mate; the turn picks another (the first one) from then on."""
+    mate.delete()

@@ -30,7 +30,13 @@ from instances.selectors import instance_get_for_user
 from memories import search, selectors, services, vectors
 from memories.models import Memory
 from openmates import llm, vault
-from openmates.rest import JsonOnlyApi, TimestampCursorPagination
+from openmates.rest import (
+    JsonOnlyApi,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    TimestampCursorPagination,
+)
 
 T = TypeVar("T")
 _CATEGORIES = Memory.Category.choices
@@ -113,7 +119,7 @@ class MemoryPagination(TimestampCursorPagination):
 
 
 class _CategoryQuery(serializers.Serializer):
-    category = serializers.ChoiceField(choices=_CATEGORIES, required=False)
+    category = StrictChoiceField(choices=_CATEGORIES, required=False)
 
 
 _CATEGORY_PARAM = OpenApiParameter(
@@ -126,9 +132,9 @@ class MemoryListApi(JsonOnlyApi):
     POST: add one (``{"category", "content", "source_chat_id"?}``; no dedup)."""
 
     class MemoryCreateSerializer(serializers.Serializer):
-        category = serializers.ChoiceField(choices=_CATEGORIES)
-        content = serializers.CharField(max_length=services.MAX_CONTENT_CHARS)
-        source_chat_id = serializers.CharField(
+        category = StrictChoiceField(choices=_CATEGORIES)
+        content = StrictCharField(max_length=services.MAX_CONTENT_CHARS)
+        source_chat_id = StrictCharField(
             max_length=36, required=False, allow_blank=True, allow_null=True
         )
 
@@ -175,9 +181,10 @@ class MemorySearchApi(JsonOnlyApi):
     """GET ``?q=…&limit=…&category=…``: hybrid search over the user's memories."""
 
     class MemorySearchQuery(serializers.Serializer):
-        q = serializers.CharField(max_length=500, allow_blank=True, trim_whitespace=False)
+        q = StrictCharField(max_length=500, allow_blank=True, trim_whitespace=False)
+        # A query string is text: the limit is parsed from it.
         limit = serializers.IntegerField(min_value=1, max_value=search.MAX_LIMIT, required=False)
-        category = serializers.ChoiceField(choices=_CATEGORIES, required=False)
+        category = StrictChoiceField(choices=_CATEGORIES, required=False)
 
     @extend_schema(
         operation_id="memories_search",
@@ -208,8 +215,8 @@ class MemoryDetailApi(JsonOnlyApi):
     """GET one memory. PATCH ``{"category"?, "content"?}``. DELETE it."""
 
     class MemoryUpdateSerializer(serializers.Serializer):
-        category = serializers.ChoiceField(choices=_CATEGORIES, required=False)
-        content = serializers.CharField(max_length=services.MAX_CONTENT_CHARS, required=False)
+        category = StrictChoiceField(choices=_CATEGORIES, required=False)
+        content = StrictCharField(max_length=services.MAX_CONTENT_CHARS, required=False)
 
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
             if not attrs:
@@ -274,13 +281,7 @@ class MemorySettingsApi(JsonOnlyApi):
     """GET: the memory switch and counts per category. PUT ``{"enabled": bool}``."""
 
     class MemorySettingsSerializer(serializers.Serializer):
-        enabled = serializers.BooleanField()
-
-        def to_internal_value(self, data: Any) -> Any:
-            # A JSON boolean only: "true" or 1 are refused, as everywhere in the API.
-            if isinstance(data, dict) and not isinstance(data.get("enabled"), bool):
-                raise serializers.ValidationError({"enabled": ["must be a JSON boolean"]})
-            return super().to_internal_value(data)
+        enabled = StrictBooleanField()
 
     @extend_schema(operation_id="memories_settings_retrieve", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, instance: str) -> Response:
@@ -317,10 +318,10 @@ class MemoryForgetApi(JsonOnlyApi):
     """POST ``{"confirm": true}``: forget everything (crypto-shred, then the rows)."""
 
     class MemoryForgetSerializer(serializers.Serializer):
-        confirm = serializers.BooleanField()
+        confirm = StrictBooleanField()
 
         def validate_confirm(self, value: bool) -> bool:
-            if value is not True or self.initial_data.get("confirm") is not True:
+            if value is not True:
                 raise serializers.ValidationError("must be the JSON boolean true")
             return value
 

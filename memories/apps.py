@@ -1,4 +1,5 @@
-"""App config for ``memories``: joins account deletion (``accounts.deletion``)."""
+"""App config for ``memories``: joins account and instance deletion (``accounts.deletion``,
+``instances.extensions``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ class MemoriesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Register the memories part of account deletion (its keys are shredded)."""
+        """Register the memories part of account and instance deletion (their memory keys
+        are shredded)."""
         from accounts.deletion import account_data_owner_register
-        from memories.services import MemoriesAccountData
+        from instances.extensions import instance_data_owner_register
+        from memories.services import MemoriesAccountData, MemoriesInstanceData
 
         account_data_owner_register(MemoriesAccountData())
+        instance_data_owner_register(MemoriesInstanceData())

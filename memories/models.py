@@ -54,6 +54,7 @@ class Memory(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name_plural = "memories"
         indexes = [
             models.Index(
                 fields=("instance", "user", "-created_at", "-id"), name="memory_owner_created"

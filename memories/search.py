@@ -352,19 +352,39 @@ async def ahybrid_search(
     Raises: as :func:`hybrid_search`, and ``openmates.llm.LLMError`` /
     ``memories.vectors.VectorError`` from embedding the query.
     """
+    return await _asearch(
+        instance=instance,
+        user_id=int(user_id),
+        query=query,
+        limit=limit,
+        categories=categories,
+        enabled_only=False,
+    )
+
+
+async def _asearch(
+    *,
+    instance: Any,
+    user_id: int,
+    query: str,
+    limit: int,
+    categories: Sequence[str] | None,
+    enabled_only: bool,
+) -> list[SearchHit]:
+    """Parse, read the user's settings, embed the query's positive words, search; nothing
+    is read for a query with nothing to look for, nothing embedded for a user without
+    memories (or, with ``enabled_only``, with memory off)."""
     parsed = blind_index.parse_query(query)
     if parsed.empty:
         return []
-    found = await db_call(
-        selectors.memory_settings_get, instance_id=instance.pk, user_id=int(user_id)
-    )
-    if found is None:
+    found = await db_call(selectors.memory_settings_get, instance_id=instance.pk, user_id=user_id)
+    if found is None or (enabled_only and not found.enabled):
         return []
     (vector,) = await vectors.aembed(instance, [parsed.positive_text])
     return await db_call(
         hybrid_search,
         instance=instance,
-        user_id=int(user_id),
+        user_id=user_id,
         query=query,
         vector=vector,
         limit=limit,
@@ -380,24 +400,34 @@ async def amemories_for_prompt(
 
     Only the allowed ``categories``, only when the instance and the user have memory on;
     at most :data:`PROMPT_MEMORY_LIMIT` memories within :data:`PROMPT_MEMORY_CHARS`
-    characters, best first.
+    characters, best first. Without allowed categories, with the instance's memory off
+    or a query with nothing to look for, nothing is read; otherwise one read of the
+    user's settings (their switch and key generation), then the query's embedding (the
+    packaged local model needs no model call) and the search's one round trip.
+
+    Raises: as :func:`ahybrid_search` (the pipeline logs them and answers without
+    memories).
     """
-    if not categories:
+    if not categories or not instance.memory_enabled:
         return []
-    enabled = await db_call(selectors.memory_enabled, instance=instance, user_id=int(user_id))
-    if not enabled:
-        return []
-    hits = await ahybrid_search(
+    hits = await _asearch(
         instance=instance,
         user_id=int(user_id),
         query=query,
         limit=PROMPT_MEMORY_LIMIT,
         categories=list(categories),
+        enabled_only=True,
     )
+    return prompt_texts(hits)
+
+
+def prompt_texts(hits: Sequence[SearchHit], *, max_chars: int = PROMPT_MEMORY_CHARS) -> list[str]:
+    """The texts of ``hits`` in order, as many as fit ``max_chars`` characters together
+    (the first that does not fit ends the list: a lower-ranked one is not let in ahead)."""
     texts: list[str] = []
     used = 0
     for hit in hits:
-        if used + len(hit.content) > PROMPT_MEMORY_CHARS:
+        if used + len(hit.content) > max_chars:
             break
         texts.append(hit.content)
         used += len(hit.content)

@@ -37,7 +37,7 @@ def memory_settings_get(*, instance_id: int, user_id: int) -> MemorySettings | N
 
 def memory_enabled(*, instance: Any, user_id: int | None) -> bool:
     """Whether memories are used for this user: the instance's switch and the user's."""
-    if user_id is None or not getattr(instance, "memory_enabled", True):
+    if user_id is None or not instance.memory_enabled:
         return False
     found = memory_settings_get(instance_id=instance.pk, user_id=user_id)
     return found is None or found.enabled
@@ -91,6 +91,20 @@ def memory_categories_for_user(*, instance_id: int, user_id: int) -> dict[str, i
         .order_by()
     )
     return {row["category"]: row["count"] for row in rows}
+
+
+def memory_categories_askable(*, instance: Any, user_id: int | None) -> dict[str, int]:
+    """:func:`memory_categories_for_user` when memory is on for the user in ``instance``
+    (its switch and theirs, :func:`memory_enabled`), else ``{}``: the categories a turn
+    may ask consent for (docs/protocol.md §5, ``memory.request``). No query when the
+    instance has memory off, one for a user who never had a memory (the settings row
+    comes with the first), two otherwise."""
+    if user_id is None or not instance.memory_enabled:
+        return {}
+    found = memory_settings_get(instance_id=instance.pk, user_id=user_id)
+    if found is None or not found.enabled:
+        return {}
+    return memory_categories_for_user(instance_id=instance.pk, user_id=user_id)
 
 
 def memories_open(

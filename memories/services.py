@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -433,6 +433,38 @@ class MemoriesAccountData:
                     generation=found.key_generation,
                 )
             )
+
+
+class MemoriesInstanceData:
+    """Memories' part in instance deletion (``instances.extensions.InstanceDataOwner``):
+    the memory keys of every user of the instance are shredded once it is deleted; the
+    rows go with the instance row's cascade."""
+
+    name = "memories"
+
+    def instance_data_delete(self, instance: Any) -> Callable[[], None] | None:
+        """Lock the instance's memory settings rows (a write in flight waits, then finds
+        no instance) and return the shred of their current keys (older generations were
+        deleted when they were forgotten), ``None`` when no user ever had a memory.
+
+        The returned callable raises ``openmates.vault.VaultError`` when Vault could not
+        delete a key (the others after it are then still to delete).
+        """
+        names = [
+            keys.key_name(
+                instance_id=instance.pk, user_id=found.user_id, generation=found.key_generation
+            )
+            for found in MemorySettings.objects.select_for_update().filter(instance_id=instance.pk)
+        ]
+        if not names:
+            return None
+
+        def shred() -> None:
+            for name in names:
+                keys.key_shred(name)
+            logger.info("memory keys of %d users of instance %s shredded", len(names), instance.pk)
+
+        return shred
 
 
 async def afacts_save(*, instance: Any, user_id: int, chat_id: str, facts: Sequence[Fact]) -> int:

@@ -4,9 +4,9 @@
 ``Origin`` header against ``ALLOWED_HOSTS`` before anything else (docs/protocol.md §2), refuses a
 session-cookie handshake from another origin (``accounts.ws_origin``), then authenticates
 by API token when the handshake presents one, else by session (``accounts.ws_auth``).
-HTTP requests under ``/api/`` first pass ``openmates.body_limit``: a body over
-``DATA_UPLOAD_MAX_MEMORY_SIZE`` is refused before Django reads it, and a chunked body
-reaches Django with its length.
+HTTP requests under ``/api/``, ``/v1/`` and ``/channels/`` first pass
+``openmates.body_limit``: a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is refused before
+Django reads it, and a chunked body reaches Django with its length.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
-"""Request bodies under ``/api/`` are bounded at the ASGI layer, before Django reads them.
+"""Request bodies of the programmatic paths are bounded at the ASGI layer, before Django
+reads them.
 
 Django's ASGI handler reads a body whole (into a spooled file) and then trusts
 ``Content-Length``: a chunked body (no ``Content-Length``) was read and then parsed as
 empty, and a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` was read in full before the 413.
-:class:`BodyLimit` wraps the HTTP application so that, for paths under ``/api/``:
+:class:`BodyLimit` wraps the HTTP application so that, for paths under ``/api/`` (the
+REST API), ``/v1/`` (the OpenAI-compatible API, docs/api.md §3) and ``/channels/`` (the
+chat platforms' webhooks, docs/channels.md §3):
 
 * a declared ``Content-Length`` above the limit is answered 413 ``request_too_large`` at
   once, without receiving the body (a malformed one is 400 ``bad_request``);
@@ -11,6 +14,8 @@ empty, and a body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` was read in full before t
   nothing more received) and handed on with its ``content-length`` in the scope, so
   Django parses what was sent.
 
+The error bodies are each path's own contract: ``{"code", "message"}`` under ``/api/`` and
+``/channels/``, OpenAI's ``{"error": {"message", "type", "param", "code"}}`` under ``/v1/``.
 Other paths and other scope types pass through unchanged.
 """
 
@@ -40,9 +45,30 @@ class _DisconnectedError(Exception):
     """The client went away before the body ended."""
 
 
+def _openai_error(body: dict[str, str]) -> dict[str, Any]:
+    """A ``{"code", "message"}`` refusal in OpenAI's error shape (docs/api.md §3)."""
+    return {
+        "error": {
+            "message": body["message"],
+            "type": "invalid_request_error",
+            "param": None,
+            "code": body["code"],
+        }
+    }
+
+
+def _refusals(path: str) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]] | None:
+    """``(bad request body, too-large body factory)`` for a bounded path, else None."""
+    if path.startswith(("/api/", "/channels/")):
+        return BAD_REQUEST_BODY, request_too_large_body
+    if path.startswith("/v1/"):
+        return _openai_error(BAD_REQUEST_BODY), lambda: _openai_error(request_too_large_body())
+    return None
+
+
 class BodyLimit:
-    """ASGI middleware: ``/api/`` bodies within ``DATA_UPLOAD_MAX_MEMORY_SIZE``, each with
-    a ``content-length`` Django can trust."""
+    """ASGI middleware: ``/api/``, ``/v1/`` and ``/channels/`` bodies within
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``, each with a ``content-length`` Django can trust."""
 
     def __init__(self, app: ASGIApp) -> None:
         """Wrap ``app``, the HTTP application (Django's)."""
@@ -50,26 +76,28 @@ class BodyLimit:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one connection scope: refuse, buffer or pass through as described above."""
-        if scope["type"] != "http" or not str(scope.get("path", "")).startswith("/api/"):
+        refusals = _refusals(str(scope.get("path", ""))) if scope["type"] == "http" else None
+        if refusals is None:
             await self.app(scope, receive, send)
             return
+        bad_request, too_large = refusals
         # Read per request, not at import, so override_settings applies.
         limit: int | None = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         try:
             declared = _declared_length(scope.get("headers", []))
         except ValueError:
-            await _answer(send, 400, BAD_REQUEST_BODY)
+            await _answer(send, 400, bad_request)
             return
         if declared is not None:
             if limit is not None and declared > limit:
-                await _answer(send, 413, request_too_large_body())
+                await _answer(send, 413, too_large())
                 return
             await self.app(scope, receive, send)
             return
         try:
             body = await _receive_within(receive, limit)
         except _TooLargeError:
-            await _answer(send, 413, request_too_large_body())
+            await _answer(send, 413, too_large())
             return
         except _DisconnectedError:
             return
@@ -134,8 +162,8 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-async def _answer(send: Send, status: int, payload: dict[str, str]) -> None:
-    """Send a JSON error response (the ``{"code", "message"}`` contract)."""
+async def _answer(send: Send, status: int, payload: dict[str, Any]) -> None:
+    """Send a JSON error response."""
     content = json.dumps(payload).encode()
     await send(
         {

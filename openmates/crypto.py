@@ -23,6 +23,7 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Sequence
 
 import redis
 from asgiref.sync import sync_to_async
@@ -358,6 +359,42 @@ async def aseal(
         object_id=object_id,
         plaintext=plaintext,
     )
+
+
+async def aopen_sealed_many(
+    *, key_name: str, purpose: str, owner_id: str | int, object_id: str, sealed: Sequence[bytes]
+) -> list[bytes]:
+    """:func:`aopen_sealed` of each of ``sealed`` (values of one owner and object, e.g. a
+    chat's AI cache entries), in order: one cipher and one associated data for all the
+    values under the same data key, on the event loop while that key is warm.
+
+    Raises:
+        DecryptionError: as :func:`open_sealed`, for the first value that does not open.
+        vault.VaultError: as :func:`open_sealed`.
+    """
+    _check_purpose(purpose)
+    aad = associated_data(purpose, owner_id, object_id)
+    ciphers: dict[str, AESGCM] = {}
+    opened: list[bytes] = []
+    for value in sealed:
+        stored_purpose, wrapped, nonce, ciphertext = _unpack(bytes(value))
+        if stored_purpose != purpose:
+            raise DecryptionError(f"sealed for purpose {stored_purpose!r}, not {purpose!r}")
+        cipher = ciphers.get(wrapped)
+        if cipher is None:
+            data_key = vault.cached_data_key(key_name, wrapped, context=data_key_context(purpose))
+            if data_key is None:
+                data_key = await sync_to_async(_unwrap, thread_sensitive=False)(
+                    key_name, wrapped, purpose
+                )
+            cipher = ciphers[wrapped] = AESGCM(data_key)
+        try:
+            opened.append(cipher.decrypt(nonce, ciphertext, aad))
+        except InvalidTag:
+            raise DecryptionError(
+                "sealed value does not open: tampered, or sealed for another purpose/owner/object"
+            ) from None
+    return opened
 
 
 async def aopen_sealed(

@@ -30,6 +30,17 @@ def ciphertext_chars(plaintext_bytes: int) -> int:
 # The longest ``encrypted_content`` a client stores (a message of MAX_REPLY_BYTES).
 MAX_MESSAGE_CIPHERTEXT_CHARS = ciphertext_chars(MAX_REPLY_BYTES)
 
+# Files attached to a message (docs/protocol.md §13): the ceilings of the settings
+# ``PIPELINE_MAX_FILE_BYTES`` (one file) and ``PIPELINE_MAX_FILES_BYTES`` (a message's
+# files together), so that a message.send with its files' base64 fits one 4 MiB frame.
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_FILES_BYTES = 2560 * 1024
+# The tool name of a file's embed, and the longest envelope of one: the JSON
+# ``{"kind", "name", "mime", "size", "data"}`` with the file's base64 and room for the
+# rest (docs/crypto.md §3).
+FILE_EMBED_TOOL = "file"
+FILE_EMBED_CIPHERTEXT_CHARS = ciphertext_chars(4 * -(-MAX_FILE_BYTES // 3) + 4096)
+
 
 def is_uuid7(value: object) -> bool:
     """Whether ``value`` is a lowercase UUIDv7 string (``xxxxxxxx-xxxx-7xxx-[89ab]xxx-...``)."""

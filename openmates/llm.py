@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import gc
 import inspect
 import logging
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any
 
 import httpx
@@ -43,7 +45,7 @@ from django.conf import settings
 
 from openmates import embeddings
 from openmates.env import env_secret
-from openmates.llm_calllog import CallLogWriter
+from openmates.llm_calllog import CallLogWriter, sanitised_error_message
 from openmates.llm_stream import (
     BASE_MODEL_STOP,
     Completion,
@@ -60,6 +62,7 @@ from openmates.llm_stream import (
 )
 
 __all__ = [
+    "FAILURE_REASONS",
     "Completion",
     "Finish",
     "LLMConfigurationError",
@@ -72,12 +75,17 @@ __all__ = [
     "aflush_call_log",
     "complete",
     "context_tokens",
+    "default_endpoint",
     "embed",
+    "endpoint_outcomes_forget",
+    "failure_reason",
     "flush_call_log",
     "health",
     "is_base_model",
+    "model_label",
     "start_background_import",
     "stream",
+    "tier_model",
 ]
 
 # LiteLLM reads this when it is imported: use the price map bundled with the package
@@ -101,22 +109,87 @@ ERROR_CODES = (
     "stream_cut",
     "provider_error",
     "configuration",  # LLMConfigurationError only
+    "empty_response",  # a stream that ended without text or a tool call
 )
+# The user-facing failure reasons (docs/protocol.md §8): the ``reason`` of an ``error``
+# frame and of an AI call row, each with the English text a client shows (what happened,
+# what to do). Several ERROR_CODES share a reason: the user can act on the reason only.
+FAILURE_REASONS: dict[str, str] = {
+    "provider_unreachable": (
+        "The AI provider could not be reached. Try again in a few minutes; if it keeps"
+        " happening, tell the administrator of this server."
+    ),
+    "provider_auth": (
+        "The AI provider refused this server's API key. Tell the administrator of this"
+        " server: the key in the instance's secrets needs to be checked."
+    ),
+    "provider_rate_limit": (
+        "The AI provider is limiting requests right now. Wait a minute, then retry."
+    ),
+    "context_too_long": (
+        "This chat is too long for the model. Start a new chat, or send a shorter message."
+    ),
+    "empty_response": "The model returned an empty answer. Retry, or rephrase your message.",
+    "tool_failed": (
+        "A tool the answer needed failed. Retry; if it keeps failing, tell the administrator"
+        " of this server."
+    ),
+    "timeout": "The model took too long to answer. Retry in a moment.",
+    "provider_not_configured": (
+        "No model is set up for this instance (a provider key is missing). Tell the"
+        " administrator of this server."
+    ),
+    "provider_error": (
+        "The AI provider could not answer. Retry; if it keeps happening, tell the"
+        " administrator of this server."
+    ),
+}
+_REASON_OF_CODE = {
+    "rate_limited": "provider_rate_limit",
+    "provider_unavailable": "provider_unreachable",
+    "connection_error": "provider_unreachable",
+    "timeout": "timeout",
+    "auth_failed": "provider_auth",
+    "context_too_long": "context_too_long",
+    "empty_response": "empty_response",
+    "configuration": "provider_not_configured",
+}
 # Characters per token assumed when fitting a prompt into a local model's context; low
 # on purpose (code and non-Latin scripts take more tokens per character).
 _CHARS_PER_TOKEN = 2
+
+# A client's sampling options for the main call of the turn it asked for (``temperature``,
+# ``max_tokens``, ``stop``): set by /v1 around a server-managed turn (docs/api.md §3),
+# read by :func:`stream` for the main stage only; a base model keeps its own stop and limit.
+_NO_OPTIONS: Mapping[str, Any] = MappingProxyType({})
+main_call_options: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "main_call_options", default=_NO_OPTIONS
+)
+
+
+def failure_reason(code: str) -> str:
+    """The user-facing reason (a key of :data:`FAILURE_REASONS`) of an error ``code`` of
+    :data:`ERROR_CODES`; ``provider_error`` for the codes a user cannot act on apart
+    (a refused request, a malformed answer, a cut stream) and for unknown codes."""
+    return _REASON_OF_CODE.get(code, "provider_error")
 
 
 class LLMError(Exception):
     """A model call failed after retries and fallbacks.
 
-    ``code`` is one of :data:`ERROR_CODES`; ``str()`` never quotes the provider's text.
+    ``code`` is one of :data:`ERROR_CODES`, ``reason`` its :func:`failure_reason`;
+    ``str()`` never quotes the provider's text.
     """
 
     def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.retryable = retryable
+
+    @property
+    def reason(self) -> str:
+        """The user-facing reason of :data:`FAILURE_REASONS`."""
+        return failure_reason(self.code)
 
 
 class LLMConfigurationError(LLMError):
@@ -154,6 +227,11 @@ def _import_litellm() -> ModuleType:
         litellm.drop_params = True
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        # LiteLLM prices every call by counting its prompt's tokens and loads tiktoken's
+        # encoding for the first one: ~0.3 s on the event loop, which stalled every socket
+        # of the process at the first model call. Loaded here, in the import's thread.
+        with contextlib.suppress(Exception):
+            litellm.token_counter(text="warm-up")
         # The import leaves ~400,000 long-lived objects (LiteLLM, the OpenAI SDK, their
         # pydantic models). A streamed answer allocates many objects per chunk and LiteLLM
         # keeps every chunk until the stream ends, so full collections come often, and
@@ -161,6 +239,11 @@ def _import_litellm() -> ModuleType:
         # stall for every other stream in the process. Freezing moves what exists now out
         # of the collector's reach (it is still freed by reference counting).
         gc.freeze()
+        global _client_class, _sdk_stream_class
+        _client_class = _parsing_client_class()
+        import openai
+
+        _sdk_stream_class = openai.AsyncStream
         _litellm = litellm
         _imported.set()
         return litellm
@@ -186,6 +269,69 @@ async def _alitellm() -> ModuleType:
     return await asyncio.to_thread(_import_litellm)
 
 
+# --- OpenAI SDK clients ----------------------------------------------------------------
+
+# Providers LiteLLM serves through the OpenAI SDK (``client=`` takes an ``AsyncOpenAI``).
+_SDK_PROVIDERS = frozenset({"openai", "text-completion-openai"})
+_client_class: type | None = None
+# The SDK's streamed response class (``openai.AsyncStream``), read directly by _chunks_of.
+_sdk_stream_class: type[Any] | None = None
+# One client per event loop and endpoint: an httpx connection pool belongs to the loop
+# it was opened on, and a loop's clients go when the loop does.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _parsing_client_class() -> type:
+    """An ``AsyncOpenAI`` that reads each answer (every streamed SSE event) with
+    pydantic's validator, falling back to the SDK's own reading for data that does not
+    validate.
+
+    The SDK builds its models with ``construct_type``, a recursive pure-Python walk:
+    about 200 µs per streamed chunk on the bench machine, against about 10 µs for
+    ``model_validate`` (pydantic-core), a fifth of the server's CPU per relayed token.
+    The result is the same model class; data a lenient provider sends that the schema
+    does not admit (a non-standard ``finish_reason``, a missing ``created``) still goes
+    the SDK's way. ``_process_response_data`` is the SDK's (private) hook for this;
+    tests/openmates/test_llm_stream.py fails if a new SDK stops calling it.
+    """
+    import openai
+    import pydantic
+
+    class ParsingAsyncOpenAI(openai.AsyncOpenAI):
+        def _process_response_data(self, *, data: Any, cast_to: Any, response: Any) -> Any:
+            if (
+                isinstance(data, dict)
+                and isinstance(cast_to, type)
+                and issubclass(cast_to, pydantic.BaseModel)
+                and not hasattr(cast_to, "build")
+            ):
+                try:
+                    return cast_to.model_validate(data)
+                except pydantic.ValidationError:
+                    pass
+            return super()._process_response_data(data=data, cast_to=cast_to, response=response)
+
+    return ParsingAsyncOpenAI
+
+
+def _sdk_client(route: _Route) -> Any | None:
+    """The event loop's shared client for ``route`` (None for providers LiteLLM does not
+    serve through the OpenAI SDK, or a route on the provider's default endpoint, whose
+    address LiteLLM resolves itself). Reusing it skips LiteLLM's per-call client lookup;
+    its parsing is :func:`_parsing_client_class`'s. No SDK retries: they are ours."""
+    if _client_class is None or route.provider not in _SDK_PROVIDERS or not route.api_base:
+        return None
+    clients = _clients.setdefault(asyncio.get_running_loop(), {})
+    key = (route.api_base, route.api_key)
+    client = clients.get(key)
+    if client is None:
+        client = _client_class(api_key=route.api_key, base_url=route.api_base, max_retries=0)
+        clients[key] = client
+    return client
+
+
 # --- health ----------------------------------------------------------------------------
 
 _probe_lock = threading.Lock()
@@ -194,13 +340,50 @@ _answered_once: set[str] = set()
 _PROBE_TTL_S = 2.0
 
 
+# The last outcome of a call to each (model, api_base) in this process: (monotonic
+# time, failure reason or "" for a success). The default endpoint counts as down while its
+# last call failed with one of _OUTAGE_REASONS less than _OUTAGE_WINDOW_S ago.
+_endpoint_outcomes: dict[tuple[str, str], tuple[float, str]] = {}
+_OUTAGE_REASONS = frozenset({"provider_unreachable", "provider_auth", "provider_not_configured"})
+_OUTAGE_WINDOW_S = 60.0
+
+
+def default_endpoint() -> dict[str, str]:
+    """The endpoint readiness checks: the first entry of the settings' ``standard`` tier,
+    ``{"model": str, "api_base": str}`` (``api_base`` ``""`` for the provider's own)."""
+    entries = settings.LLM_DEFAULT_TIERS.get("standard") or [{}]
+    entry = entries[0] if entries else {}
+    return {"model": str(entry.get("model") or ""), "api_base": str(entry.get("api_base") or "")}
+
+
 def health() -> dict[str, Any]:
-    """Readiness of the gateway: ``{"status": "up"|"starting"|"down", "reason": str|None}``.
+    """Readiness of the gateway: ``{"status": "up"|"starting"|"down", "reason": str|None,
+    "endpoint": str}``, ``endpoint`` naming the default model endpoint checked
+    (:func:`default_endpoint`, as ``"<model> at <api_base>"``).
 
     ``starting`` until LiteLLM is imported and, when a default tier uses the local model
-    server, until that server answers ``/models``; ``down`` when the import failed or
-    the local server stopped answering after it had answered once.
+    server, until that server answers ``/models``; ``down`` when the import failed, the
+    local server stopped answering after it had answered once, the default endpoint's
+    ``api_base`` does not answer HTTP at all, or the last call to the default endpoint in
+    this process (within 60 s) failed as unreachable, refused key or not configured.
     """
+    endpoint = default_endpoint()
+    label = endpoint["model"] + (f" at {endpoint['api_base']}" if endpoint["api_base"] else "")
+    return {**_health_state(endpoint), "endpoint": label}
+
+
+def endpoint_outcomes_forget() -> None:
+    """Forget the recorded call outcomes (tests; a reconfigured default endpoint)."""
+    with _probe_lock:
+        _endpoint_outcomes.clear()
+
+
+def _endpoint_outcome(route: _Route, reason: str) -> None:
+    with _probe_lock:
+        _endpoint_outcomes[(route.model, route.api_base or "")] = (time.monotonic(), reason)
+
+
+def _health_state(endpoint: dict[str, str]) -> dict[str, Any]:
     if _import_error:
         return {"status": "down", "reason": _import_error}
     if not _imported.is_set():
@@ -210,6 +393,14 @@ def health() -> dict[str, Any]:
             if api_base in _answered_once:
                 return {"status": "down", "reason": f"local model server {api_base} not answering"}
             return {"status": "starting", "reason": f"waiting for the local model at {api_base}"}
+    model, api_base = endpoint["model"], endpoint["api_base"]
+    remote = api_base and api_base != settings.LLM_LOCAL_API_BASE
+    if remote and not _local_server_answers(api_base, any_status=True):
+        return {"status": "down", "reason": f"model endpoint {api_base} not answering"}
+    with _probe_lock:
+        last = _endpoint_outcomes.get((model, api_base))
+    if last and last[1] in _OUTAGE_REASONS and time.monotonic() - last[0] < _OUTAGE_WINDOW_S:
+        return {"status": "down", "reason": f"the last call to {model} failed: {last[1]}"}
     return {"status": "up", "reason": None}
 
 
@@ -223,16 +414,20 @@ def _local_api_bases() -> list[str]:
     return sorted(bases)
 
 
-def _local_server_answers(api_base: str) -> bool:
+def _local_server_answers(api_base: str, *, any_status: bool = False) -> bool:
+    """Whether ``GET <api_base>/models`` answers 200 (any HTTP status below 500 with
+    ``any_status``: a hosted endpoint asks for a key the probe does not send); cached
+    for ``_PROBE_TTL_S``."""
     now = time.monotonic()
     with _probe_lock:
         cached = _probe_state.get(api_base)
         if cached and now - cached[0] < _PROBE_TTL_S:
             return cached[1]
     try:
-        answered = httpx.get(f"{api_base.rstrip('/')}/models", timeout=0.5).status_code == 200
+        status = httpx.get(f"{api_base.rstrip('/')}/models", timeout=0.5).status_code
     except httpx.HTTPError:
-        answered = False
+        status = 0
+    answered = status == 200 or (any_status and 0 < status < 500)
     with _probe_lock:
         _probe_state[api_base] = (now, answered)
         if answered:
@@ -327,6 +522,30 @@ def is_base_model(*, tier: str, instance: Any | None = None) -> bool:
     return bool(entries) and str(entries[0].get("model", "")).startswith(_BASE_MODEL_PREFIX)
 
 
+# Readable names of models the product ships with; anything else is named by its own id.
+_MODEL_LABELS = {"text-completion-openai/gemma-3-270m": "Gemma 3 270M (bundled)"}
+
+
+def model_label(model: str) -> str:
+    """A model id as people read it: ``"Gemma 3 270M (bundled)"`` for the bundled model,
+    else the id without its LiteLLM provider prefix (``"openai/gpt-4o-mini"`` →
+    ``"gpt-4o-mini"``); ``""`` for ``""``."""
+    if model in _MODEL_LABELS:
+        return _MODEL_LABELS[model]
+    return model.split("/", 1)[1] if "/" in model else model
+
+
+def tier_model(*, tier: str, instance: Any | None = None) -> str:
+    """The model id of ``tier``'s first entry (the instance's map, else the settings'),
+    ``""`` when the tier has none.
+
+    Raises:
+        ValueError: ``tier`` is not one of :data:`TIERS`.
+    """
+    entries = _tier_entries(tier, instance)
+    return str(entries[0].get("model", "")) if entries else ""
+
+
 async def context_tokens(*, tier: str, instance: Any | None = None) -> int:
     """The input context, in tokens, of ``tier``'s first entry.
 
@@ -347,6 +566,23 @@ async def context_tokens(*, tier: str, instance: Any | None = None) -> int:
     return int(known) if known else int(settings.LLM_FALLBACK_CONTEXT_TOKENS)
 
 
+async def supports_vision(*, tier: str, instance: Any | None = None) -> bool:
+    """Whether ``tier``'s first entry takes images (``image_url`` parts): LiteLLM's
+    ``supports_vision`` from its model map (or what ``litellm.register_model`` added);
+    False for a base model behind a completions endpoint and for models LiteLLM does
+    not know (docs/protocol.md §13)."""
+    return _sees_images(await _alitellm(), tier_model(tier=tier, instance=instance))
+
+
+def _sees_images(lib: ModuleType, model: str) -> bool:
+    if not model or model.startswith(_BASE_MODEL_PREFIX):
+        return False
+    try:
+        return bool(lib.supports_vision(model=model))
+    except Exception:
+        return False
+
+
 def _tier_entries(tier: str, instance: Any | None) -> list[dict[str, Any]]:
     if tier not in TIERS:
         raise ValueError(f"unknown tier {tier!r}; expected one of {', '.join(TIERS)}")
@@ -364,10 +600,18 @@ class _CallContext:
     chat_id: str | None
     instance_id: int | None
     timeout_s: float
+    # What the call sent (message contents, embedded texts): a provider's error message
+    # that quotes it has the quote removed before it is logged.
+    sent: tuple[str, ...] = ()
 
 
 def _context(
-    tier: str, stage: str, chat_id: str | None, instance: Any | None, timeout_s: float | None
+    tier: str,
+    stage: str,
+    chat_id: str | None,
+    instance: Any | None,
+    timeout_s: float | None,
+    sent: tuple[str, ...] = (),
 ) -> _CallContext:
     instance_id = getattr(instance, "pk", None) if instance is not None else None
     return _CallContext(
@@ -376,7 +620,20 @@ def _context(
         chat_id=str(chat_id) if chat_id else None,
         instance_id=int(instance_id) if instance_id is not None else None,
         timeout_s=float(timeout_s or settings.LLM_TIMEOUT_S),
+        sent=sent,
     )
+
+
+def _sent_texts(messages: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The text contents of chat-format ``messages`` (strings and ``text`` parts)."""
+    texts: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return tuple(texts)
 
 
 def _request(
@@ -395,6 +652,9 @@ def _request(
     }
     if route.api_base:
         request["api_base"] = route.api_base
+    client = _sdk_client(route)
+    if client is not None:
+        request["client"] = client
     if route.base_model:
         max_tokens = int(settings.LLM_LOCAL_MAX_TOKENS)
         budget = (int(settings.LLM_LOCAL_CONTEXT_TOKENS) - max_tokens) * _CHARS_PER_TOKEN
@@ -442,7 +702,7 @@ async def complete(
     """
     routes = _routes(tier, instance, secrets)
     lib = await _alitellm()
-    context = _context(tier, stage, chat_id, instance, timeout_s)
+    context = _context(tier, stage, chat_id, instance, timeout_s, _sent_texts(messages))
     failure = LLMError("provider_error", "The model call failed.")
     for route in routes:
         request = _request(route, messages, tools, response_schema, context.timeout_s)
@@ -501,6 +761,7 @@ async def stream(
     stage: str = "main",
     chat_id: str | None = None,
     timeout_s: float | None = None,
+    without_vision: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
 ) -> AsyncIterator[LLMEvent]:
     """Stream a completion on ``tier`` as :data:`LLMEvent` values.
 
@@ -508,7 +769,9 @@ async def stream(
     ``Usage`` (when the provider reports one) and a ``Finish``; on failure one
     ``StreamError`` last. ``timeout_s`` (default ``settings.LLM_TIMEOUT_S``) bounds the
     wait for each chunk. Falls back to the next entry only while nothing was yielded.
-    ``secrets`` as for :func:`complete`.
+    ``secrets`` as for :func:`complete`. ``without_vision(messages)``, when given, is
+    what an entry whose model does not see images (:func:`supports_vision` of that
+    entry) gets instead of ``messages`` with their image parts (docs/protocol.md §13).
 
     Raises:
         ValueError: unknown tier.
@@ -516,11 +779,16 @@ async def stream(
     """
     routes = _routes(tier, instance, secrets)
     lib = await _alitellm()
-    context = _context(tier, stage, chat_id, instance, timeout_s)
+    context = _context(tier, stage, chat_id, instance, timeout_s, _sent_texts(messages))
     failure = StreamError("provider_error", _MESSAGES["provider_error"], False)
     for route in routes:
-        request = _request(route, messages, tools, response_schema, context.timeout_s)
+        sent = messages
+        if without_vision is not None and not _sees_images(lib, route.model):
+            sent = without_vision(messages)
+        request = _request(route, sent, tools, response_schema, context.timeout_s)
         request.update(stream=True, stream_options={"include_usage": True})
+        if stage == "main" and not route.base_model:
+            request.update(main_call_options.get())
         for attempt in range(int(settings.LLM_RETRIES) + 1):
             attempt_state = _StreamAttempt(context, route)
             async with contextlib.aclosing(attempt_state.run(lib, request)) as events:
@@ -550,6 +818,8 @@ class _StreamAttempt:
         self.context = context
         self.route = route
         self.visible = False
+        # A text delta with text or a tool call went out (else the answer is empty).
+        self.answered = False
         self.outcome: StreamError | None = None
 
     async def run(self, lib: ModuleType, request: dict[str, Any]) -> AsyncGenerator[LLMEvent, None]:
@@ -561,8 +831,7 @@ class _StreamAttempt:
         try:
             async with asyncio.timeout(self.context.timeout_s):
                 response = await lib.acompletion(**request)
-            _iterate_provider_stream_once(response)
-            chunks = aiter(response)
+            chunks = _chunks_of(response, self.route)
             while True:
                 async with asyncio.timeout(self.context.timeout_s):
                     chunk = await anext(chunks, None)
@@ -570,6 +839,7 @@ class _StreamAttempt:
                     break
                 for event in normaliser.feed(chunk):
                     self.visible = True
+                    self.answered = self.answered or _answers(event)
                     yield event
         except Exception as exc:
             error = exc
@@ -579,11 +849,16 @@ class _StreamAttempt:
             _log_attempt(self.context, self.route, "stream", started, None, "cancelled", exc)
             await _close_quietly(response)
             raise
+        else:
+            await _close_quietly(response)  # the SDK's stream read directly ends here
         if self.outcome is None:
             final = normaliser.finish(self.route.model)
             if final and isinstance(final[-1], StreamError):
                 self.outcome = final[-1]
                 final = final[:-1]
+            elif not (self.answered or any(_answers(event) for event in final)):
+                # Nothing to show and nothing to run: a failure (worth the next entry).
+                self.outcome = StreamError("empty_response", _MESSAGES["empty_response"], False)
             for event in final:
                 if isinstance(event, Usage):
                     usage = event
@@ -595,6 +870,10 @@ class _StreamAttempt:
             logger.warning("%s wrote tool-call markup into its text; removed", self.route.model)
         code = self.outcome.code if self.outcome else None
         _log_attempt(self.context, self.route, "stream", started, usage, code, error)
+
+
+def _answers(event: LLMEvent) -> bool:
+    return isinstance(event, ToolCall) or (isinstance(event, TextDelta) and bool(event.text))
 
 
 class _ProviderStream:
@@ -611,6 +890,29 @@ class _ProviderStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _chunks_of(response: Any, route: _Route) -> AsyncIterator[Any]:
+    """The chunks of LiteLLM's streamed ``response``, read once through one iterator.
+
+    For a route LiteLLM serves through the OpenAI SDK (:data:`_SDK_PROVIDERS`), whose
+    ``completion_stream`` is the SDK's own ``AsyncStream`` of OpenAI-shaped chunks, those
+    chunks are read directly: LiteLLM's ``CustomStreamWrapper`` rebuilds each chunk into
+    its own model (and a per-chunk logging pass), and at the end of the stream rebuilds
+    the whole answer from every chunk it kept (``stream_chunk_builder``), prices it and
+    runs its success handlers, none of which the product uses: :class:`StreamNormaliser`
+    reads the same fields from the SDK's chunks, usage comes from the provider's usage
+    chunk (``stream_options.include_usage``) and the cost from the call log. About 350
+    of the 390 µs of server CPU per relayed token, and several ms per call
+    (bench/turn_overhead.py). Other providers' streams need LiteLLM's translation and go
+    through its wrapper.
+    """
+    raw: Any = getattr(response, "completion_stream", None)
+    sdk_stream = _sdk_stream_class
+    if route.provider in _SDK_PROVIDERS and sdk_stream is not None and isinstance(raw, sdk_stream):
+        return aiter(raw)
+    _iterate_provider_stream_once(response)
+    return aiter(response)
 
 
 def _iterate_provider_stream_once(response: Any) -> None:
@@ -653,6 +955,7 @@ _MESSAGES = {
     "invalid_json": "The model did not answer in the expected format.",
     "stream_cut": "The model's answer ended unexpectedly.",
     "provider_error": "The model call failed.",
+    "empty_response": "The model returned an empty answer.",
 }
 
 
@@ -662,6 +965,12 @@ def _failure(exc: BaseException, lib: ModuleType) -> LLMError:
         return exc
     code, retryable = _classify(exc, lib)
     return LLMError(code, _MESSAGES[code], retryable=retryable)
+
+
+def _openai_module() -> ModuleType:
+    import openai  # imported with LiteLLM already: a dictionary lookup
+
+    return openai
 
 
 def _stream_failure(exc: BaseException, lib: ModuleType) -> StreamError:
@@ -690,6 +999,12 @@ def _classify(exc: BaseException, lib: ModuleType) -> tuple[str, bool]:
             return "tool_not_in_request", True
         return "bad_request", False
     if isinstance(exc, errors.APIConnectionError | httpx.TransportError | ConnectionError):
+        return "connection_error", True
+    # Raised by the SDK's own stream (read directly for SDK routes, _chunks_of).
+    sdk = _openai_module()
+    if isinstance(exc, sdk.APITimeoutError):
+        return "timeout", False
+    if isinstance(exc, sdk.APIConnectionError):
         return "connection_error", True
     if isinstance(status, int) and status >= 500:
         return "provider_unavailable", True
@@ -722,7 +1037,7 @@ async def embed(
     dimensions = int(
         getattr(instance, "embedding_dimensions", None) or settings.LLM_EMBEDDING_DIMENSIONS
     )
-    context = _context("", "embed", None, instance, None)
+    context = _context("", "embed", None, instance, None, tuple(texts))
     route = _embedding_route(str(model), instance, secrets)
     started = time.perf_counter()
     try:
@@ -831,11 +1146,18 @@ def _log_attempt(
     exc: BaseException | None,
 ) -> None:
     outcome = "ok" if error_code is None else "cancelled" if error_code == "cancelled" else "error"
-    error_class = ""
-    if error_code is not None and error_code != "cancelled":
+    error_class = reason = message = ""
+    if outcome == "error":
+        assert error_code is not None
         # LiteLLM wraps errors raised inside a stream; the original names the cause.
         cause = getattr(exc, "original_exception", None) or exc
         error_class = type(cause).__name__ if cause is not None else error_code
+        reason = failure_reason(error_code)
+        raw = str(cause) if cause is not None else _MESSAGES.get(error_code, error_code)
+        keys = () if route.api_key == _NO_KEY else (route.api_key,)
+        message = sanitised_error_message(raw or error_class, secrets=keys, sent=context.sent)
+    if outcome != "cancelled":
+        _endpoint_outcome(route, reason)
     _call_log.put(
         {
             "instance_id": context.instance_id,
@@ -850,6 +1172,8 @@ def _log_attempt(
             "latency_ms": (time.perf_counter() - started) * 1000.0,
             "outcome": outcome,
             "error_class": error_class[:100],
+            "error_reason": reason,
+            "error_message": message,
         }
     )
 

@@ -1,9 +1,10 @@
 """The AI call log: ``AICall`` rows written off the caller's path.
 
 :mod:`openmates.llm` puts one row per attempt at a model call (ids, names, token counts,
-latency, outcome; never text) into a :class:`CallLogWriter`, whose daemon thread writes
-them in batches and prices them. Prices come from a lookup the gateway passes in (LiteLLM's
-bundled price map), so this module needs no LiteLLM of its own.
+latency, outcome, a failure's reason and :func:`sanitised_error_message`; never message
+text) into a :class:`CallLogWriter`, whose daemon thread writes them in batches and prices
+them. Prices come from a lookup the gateway passes in (LiteLLM's bundled price map), so
+this module needs no LiteLLM of its own.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import queue
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -23,6 +25,95 @@ logger = logging.getLogger(__name__)
 PriceLookup = Callable[[str], "tuple[float, float] | None"]
 
 _MAX_BATCH = 500
+
+# The longest error message kept on an AICall row (the column's width).
+MAX_ERROR_MESSAGE_CHARS = 300
+_REDACTED = "[redacted]"
+# (shape, replacement): credentials in a provider's message.
+_SECRET_SHAPES = (
+    # An Authorization header's credentials.
+    (re.compile(r"(?i)\b(bearer|basic)\s+[^\s\"',;]+"), r"\1 [redacted]"),
+    # "api_key=…", "x-api-key: …", "token": "…" and the like.
+    (
+        re.compile(
+            r"(?i)((?:api[-_ ]?key|access[-_ ]?token|token|secret|password|authorization)"
+            r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}]+"
+        ),
+        r"\1[redacted]",
+    ),
+    # Provider key shapes (sk-…, sk-ant-…, gsk_…, hf_…, AIza…, om_…), any long opaque run.
+    (re.compile(r"\b(?:sk|pk|rk|gsk|hf|xai|om)[-_][A-Za-z0-9_-]{6,}"), _REDACTED),
+    (re.compile(r"\bAIza[A-Za-z0-9_-]{20,}"), _REDACTED),
+    (re.compile(r"[A-Za-z0-9+/_=-]{32,}"), _REDACTED),
+)
+# A provider may quote the request (a prompt, a tool argument) in its error: quoted runs
+# and JSON bodies are dropped, whatever they hold.
+_QUOTED = re.compile(
+    r"\"(?!\[redacted\]\")[^\"]{8,}\"|'(?!\[redacted\]')[^']{8,}'|`[^`]{8,}`|«[^»]{8,}»|“[^”]{8,}”"
+)
+_JSON_BODY = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def sanitised_error_message(
+    text: str, *, secrets: Iterable[str] = (), sent: Iterable[str] = ()
+) -> str:
+    """``text`` (a provider's error message) made fit for the AI call log and the admin.
+
+    Each of ``secrets`` (the key the call used) becomes ``[redacted]``, and so does
+    anything shaped like a credential (``Bearer …``, ``api_key=…``, ``sk-…``, a run of 32
+    or more key characters); a run of :data:`QUOTE_MIN_CHARS` or more characters found in
+    ``sent`` (what the call sent: message contents), quoted runs of 8 or more characters
+    and ``{…}`` bodies, which may quote the prompt, become ``[text removed]``; whitespace
+    is collapsed and the result cut to :data:`MAX_ERROR_MESSAGE_CHARS` characters.
+    """
+    text = text[: 4 * MAX_ERROR_MESSAGE_CHARS]
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, _REDACTED)
+    text = _without_quotes_of(text, "\n".join(sent))
+    for shape, replacement in _SECRET_SHAPES:
+        text = shape.sub(replacement, text)
+    text = _JSON_BODY.sub("[text removed]", text)
+    text = _QUOTED.sub("[text removed]", text)
+    text = " ".join(text.split())
+    if len(text) > MAX_ERROR_MESSAGE_CHARS:
+        text = text[: MAX_ERROR_MESSAGE_CHARS - 1] + "…"
+    return text
+
+
+# The shortest run of an error message that counts as quoting what was sent.
+QUOTE_MIN_CHARS = 12
+
+
+def _without_quotes_of(text: str, sent: str) -> str:
+    """``text`` with every run of at least QUOTE_MIN_CHARS characters that occurs in
+    ``sent`` replaced by ``[text removed]``.
+
+    Windows of QUOTE_MIN_CHARS characters start every half window (so any quoted run of
+    1.5 windows contains one); a window found in ``sent`` is widened a character at a time
+    while the wider run still occurs there. ``text`` is at most a few hundred characters,
+    so this is a few hundred ``str.find`` calls, on the error path only.
+    """
+    if len(sent) < QUOTE_MIN_CHARS or len(text) < QUOTE_MIN_CHARS:
+        return text
+    covered = [False] * len(text)
+    step = QUOTE_MIN_CHARS // 2
+    for start in range(0, len(text) - QUOTE_MIN_CHARS + 1, step):
+        end = start + QUOTE_MIN_CHARS
+        if covered[start] or text[start:end] not in sent:
+            continue
+        while start > 0 and text[start - 1 : end] in sent:
+            start -= 1
+        while end < len(text) and text[start : end + 1] in sent:
+            end += 1
+        covered[start:end] = [True] * (end - start)
+    pieces: list[str] = []
+    for index, char in enumerate(text):
+        if not covered[index]:
+            pieces.append(char)
+        elif index == 0 or not covered[index - 1]:
+            pieces.append("[text removed]")
+    return "".join(pieces)
 
 
 class CallLogWriter:

@@ -1,7 +1,8 @@
 """Project-level models: the AI call log.
 
 ``AICall`` is written by ``openmates.llm`` for every attempt at a model call (one row per
-provider tried). It holds ids, names, counts and timings, never message text. The
+provider tried). It holds ids, names, counts, timings and a failure's reason and sanitised
+message, never message text. The
 instance and chat are kept as plain ids so the log outlives deleted instances and
 chats and ``openmates`` depends on no app above it (docs/architecture.md §2).
 """
@@ -39,6 +40,11 @@ class AICall(models.Model):
     latency_ms = models.FloatField()
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     error_class = models.CharField(max_length=100, blank=True)
+    # A failure's user-facing reason (openmates.llm.FAILURE_REASONS, docs/protocol.md §8)
+    # and the provider's message, sanitised (openmates.llm_calllog.sanitised_error_message:
+    # keys redacted, quoted text removed); both empty for a success or a cancellation.
+    error_reason = models.CharField(max_length=32, blank=True, db_index=True)
+    error_message = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

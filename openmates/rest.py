@@ -4,6 +4,13 @@ Every app's API view derives from :class:`JsonOnlyApi`, so all of ``/api/`` answ
 same way: a body that is not JSON answers 415, one nested deeper than
 :data:`MAX_JSON_DEPTH` answers 400 ``{"code": "too_deeply_nested"}``, and a request without
 credentials answers 401 with the API token's ``Bearer`` challenge.
+
+Input serializers build their fields from the strict ones here (:class:`StrictCharField`,
+:class:`StrictSlugField`, :class:`StrictRegexField`, :class:`StrictChoiceField`,
+:class:`StrictIntegerField`, :class:`StrictBooleanField`): a JSON value of the wrong type
+answers 400 ``invalid`` instead of being coerced (DRF's own ``CharField`` turns ``42``
+into ``"42"``, its ``IntegerField`` takes ``"42"`` and ``42.0``, its ``BooleanField``
+takes ``"true"`` and ``1``).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
+from rest_framework import serializers
 from rest_framework.exceptions import APIException, NotFound
 from rest_framework.pagination import CursorPagination
 from rest_framework.parsers import JSONParser
@@ -35,7 +43,7 @@ class TooDeeplyNested(APIException):
         )
 
 
-def _depth_exceeds(value: Any, limit: int) -> bool:
+def depth_exceeds(value: Any, limit: int) -> bool:
     """Whether ``value`` nests lists/objects deeper than ``limit`` (iterative, no recursion)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -61,8 +69,62 @@ class StrictJSONParser(JSONParser):
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:
             raise TooDeeplyNested() from None
-        if _depth_exceeds(data, MAX_JSON_DEPTH):
+        if depth_exceeds(data, MAX_JSON_DEPTH):
             raise TooDeeplyNested()
+        return data
+
+
+class StringOnly(serializers.Field):
+    """Mixin for DRF's text fields: only a JSON string is text (400 ``invalid`` otherwise).
+
+    Put it before the DRF field in the bases; ``None`` still reaches DRF's own
+    ``allow_null`` handling before this runs.
+    """
+
+    default_error_messages = {"not_a_string": "must be a JSON string"}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
+class StrictCharField(StringOnly, serializers.CharField):
+    """DRF's ``CharField`` that takes only a JSON string."""
+
+
+class StrictSlugField(StringOnly, serializers.SlugField):
+    """DRF's ``SlugField`` that takes only a JSON string."""
+
+
+class StrictRegexField(StringOnly, serializers.RegexField):
+    """DRF's ``RegexField`` that takes only a JSON string."""
+
+
+class StrictChoiceField(StringOnly, serializers.ChoiceField):
+    """DRF's ``ChoiceField`` (string choices) that takes only a JSON string, so ``1`` never
+    matches the choice ``"1"``."""
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: strings, floats and booleans are refused (as in the protocol)."""
+
+    default_error_messages = {"not_an_integer": "must be a JSON integer"}
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("not_an_integer")
+        return int(super().to_internal_value(data))
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A JSON boolean: ``"true"``, ``1`` and the like are refused."""
+
+    default_error_messages = {"not_a_boolean": "must be a JSON boolean"}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("not_a_boolean")
         return data
 
 

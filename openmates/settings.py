@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI's files, served from static/ (the docs page fetches nothing from a CDN).
+    "drf_spectacular_sidecar",
     "channels",
     "openmates",
     "instances",
@@ -68,6 +70,8 @@ INSTALLED_APPS = [
     "memories",
     "chats",
     "pipeline",
+    "openai_api",
+    "messaging",
     "axes",
     "csp",
     "accounts",
@@ -100,6 +104,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "chats.context_processors.user_keys",
             ],
         },
     },
@@ -243,19 +248,29 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"password": env_str("PASSWORD_CHECK_RATE", "5/minute")},
 }
 
-# The largest request body Django reads, in bytes. The biggest REST body, a chat PATCH with
-# five ciphertexts of at most 180,000 characters (chats.api), stays under 1 MB; WebSocket
-# frames (4 MiB at most, docs/protocol.md §1) never pass through this. Past it, /api/ answers 413
-# {"code": "request_too_large"} (openmates.api_errors.bad_request).
-DATA_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+# The largest request body Django reads, in bytes. The biggest REST body is a file embed's
+# store (chats.api): its envelope of at most FILE_EMBED_CIPHERTEXT_CHARS (about 3.6 MiB,
+# openmates.ids) and a few fields; WebSocket frames (4 MiB at most, docs/protocol.md §1)
+# never pass through this. Past it, /api/ answers 413 {"code": "request_too_large"}
+# (openmates.api_errors.bad_request).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 
-# OpenAPI 3 schema of the REST API at /api/schema/ (drf-spectacular; no UI: no CDN).
+# OpenAPI 3 schema of the REST API at /api/schema/ (drf-spectacular) and its Swagger UI at
+# /api/docs/ with the sidecar's local files (no CDN; docs/api.md §1).
 SPECTACULAR_SETTINGS = {
     "TITLE": "OpenMates REST API",
-    "DESCRIPTION": "Chats, messages and keys of the signed-in user (session or API token).",
+    "DESCRIPTION": "Instances, skills, chats, memories and analytics of the signed-in user "
+    "(session or API token). The OpenAI-compatible /v1 is described in docs/api.md.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
+
+# --- /v1 (docs/api.md §5): per API key and per user, unless the instance sets its own. ---
+V1_REQUESTS_PER_MINUTE = env_int("V1_REQUESTS_PER_MINUTE", default=60)
+V1_TOKENS_PER_DAY = env_int("V1_TOKENS_PER_DAY", default=1_000_000)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -271,7 +286,10 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "static"
+# WhiteNoise serves the finders' files (below), so nothing needs collecting; a set
+# STATIC_ROOT is where collectstatic writes (for a proxy or CDN) and WhiteNoise serves from
+# too. Unset by default: WhiteNoise warned at every start about the missing directory.
+STATIC_ROOT = env_str("STATIC_ROOT") or None
 
 # Secure-only cookies outside DEBUG; runlocal (DEBUG off, plain http://127.0.0.1) turns
 # them off through the environment.
@@ -356,11 +374,33 @@ PIPELINE_ALIVE_TTL_S = env_float("PIPELINE_ALIVE_TTL_S", default=10.0)
 # The longest reply in UTF-8 bytes; pipeline.protocol caps it at MAX_REPLY_BYTES (512 KiB),
 # the longest a browser can store and send back as history.
 PIPELINE_MAX_REPLY_BYTES = env_int("PIPELINE_MAX_REPLY_BYTES", default=512 * 1024)
+# Files attached to a message (docs/protocol.md §13): bytes of one file, of a message's
+# files together, and how many; pipeline.protocol caps the sizes at openmates.ids'
+# MAX_FILE_BYTES (2 MiB) and MAX_FILES_BYTES (2.5 MiB), what one 4 MiB frame carries.
+PIPELINE_MAX_FILE_BYTES = env_int("PIPELINE_MAX_FILE_BYTES", default=2 * 1024 * 1024)
+PIPELINE_MAX_FILES_BYTES = env_int("PIPELINE_MAX_FILES_BYTES", default=2560 * 1024)
+PIPELINE_MAX_FILES = env_int("PIPELINE_MAX_FILES", default=8)
 # Each chat socket re-joins its channel-layer groups this often (at most a quarter of the
 # layer's group_expiry: Redis may have lost them) and re-checks its session or API token
 # then; a frame re-checks it when the last check is older than WS_SIGN_IN_RECHECK_S.
 PIPELINE_GROUP_REJOIN_S = env_float("PIPELINE_GROUP_REJOIN_S", default=30.0)
 WS_SIGN_IN_RECHECK_S = env_float("WS_SIGN_IN_RECHECK_S", default=5.0)
+
+# --- Chat channels (docs/channels.md §2-§5): Telegram and Slack adapters. ---
+# The public https base URL Telegram posts its webhooks to; empty: Telegram is long-polled.
+MESSAGING_PUBLIC_URL = env_str("MESSAGING_PUBLIC_URL").rstrip("/")
+MESSAGING_TELEGRAM_API_BASE = env_str("MESSAGING_TELEGRAM_API_BASE", "https://api.telegram.org/bot")
+MESSAGING_SLACK_API_BASE = env_str("MESSAGING_SLACK_API_BASE", "https://slack.com/api/")
+# Messages of one person within this many seconds are one turn.
+MESSAGING_BURST_S = env_float("MESSAGING_BURST_S", default=2.0)
+# ... but a burst waits at most this long after its first message.
+MESSAGING_BURST_MAX_S = env_float("MESSAGING_BURST_MAX_S", default=10.0)
+# How often each server process compares its running adapters with the ChannelConfig rows.
+MESSAGING_RECONCILE_S = env_float("MESSAGING_RECONCILE_S", default=5.0)
+# How long an update id / event id is remembered (Telegram keeps updates for 24 hours).
+MESSAGING_DEDUP_TTL_S = env_int("MESSAGING_DEDUP_TTL_S", default=86400)
+# Start the channel manager in serving processes (off: webhooks answer 404).
+MESSAGING_ENABLED = env_bool("MESSAGING_ENABLED", default=True)
 
 # --- Static files: WhiteNoise serves /static/ from the app's own files (no CDN, no
 # collectstatic needed: the finders' files are indexed at start-up). ---

@@ -13,32 +13,41 @@ member keeps reading their chats, but a turn there is ``forbidden``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import transaction
 
 from chats import cache as chat_cache
 from chats import services as chat_services
 from chats.models import Chat
-from chats.selectors import achat_get_for_user, aembed_chat_id_for_user, auser_message_status
+from chats.selectors import (
+    TurnChat,
+    achat_get_for_user,
+    aembed_chat_id_for_user,
+    auser_message_status,
+    turn_chat_get,
+)
 from chats.sync import sync_phases
-from instances.models import Instance
 from instances.selectors import instance_get_for_user, instance_role_for_user
-from openmates import vault
+from openmates import crypto, llm, vault
 from openmates.crypto import DecryptionError
 from pipeline import events as ev
+from pipeline import files as turn_files
 from pipeline import protocol as p
 from pipeline import state
 from pipeline.db import db_call
 from pipeline.ids import new_id
+from pipeline.prompts import answer_reserve_tokens
 from pipeline.protocol import ErrorCode, FrameError
-from pipeline.runtime import TurnControl, TurnRegistry
+from pipeline.runtime import TurnControl, TurnRegistry, user_group
 from pipeline.turn import TurnRequest, run_turn
 
 logger = logging.getLogger(__name__)
@@ -74,15 +83,31 @@ def frame_ids(frame: p.ClientFrame | None) -> dict[str, str]:
     return {name: value for name, value in found.items() if isinstance(value, str) and value}
 
 
+# Frames that start a turn count against the per-minute turn limit as well.
+_TURN_FRAMES = frozenset({"message.send", "message.retry", "message.regenerate"})
+
+
+def _limits_for(frame: p.ClientFrame | None) -> list[state.RateLimit]:
+    limits = [state.RateLimit("frames", frames_per_10s(), 10)]
+    if frame is not None and frame.type in _TURN_FRAMES:
+        limits.append(state.RateLimit("turns", turns_per_minute(), 60))
+    return limits
+
+
 async def rate_check(socket: Socket, frame: p.ClientFrame | None = None) -> None:
-    """Count one frame for the user (all processes); raises ``rate_limited`` over the limit.
+    """Count one frame for the user (all processes), and one turn for a frame that
+    starts one, in one Redis round trip; raises ``rate_limited`` over either limit (a
+    frame refused by the frame limit is not counted as a turn).
 
     The error names the refused frame's ids (e.g. which ``message.send`` was refused).
     """
-    if await state.rate_limit_hit(
-        user_id=socket.user.pk, kind="frames", limit=frames_per_10s(), window_s=10
-    ):
-        raise FrameError(ErrorCode.RATE_LIMITED, "Too many frames; slow down.", **frame_ids(frame))
+    hit = await state.rate_limits_hit(user_id=socket.user.pk, limits=_limits_for(frame))
+    if hit is None:
+        return
+    text = "Too many messages; wait a minute." if hit.kind == "turns" else None
+    raise FrameError(
+        ErrorCode.RATE_LIMITED, text or "Too many frames; slow down.", **frame_ids(frame)
+    )
 
 
 # Frames answered without acting for the user: no sign-in look-up for them.
@@ -119,8 +144,9 @@ async def _member_or_forbidden(socket: Socket, chat: Chat, **ids: str) -> None:
 # --- turns ------------------------------------------------------------------------------
 
 # Users whose transit key this process has made sure of (one Vault call per user and
-# process, not per turn).
+# process, not per turn), and the data-key warm-ups of sockets that just connected.
 _keyed_users: set[int] = set()
+_warmups: dict[int, asyncio.Future[None]] = {}
 
 
 async def user_key_ensure(user_id: int) -> None:
@@ -134,16 +160,64 @@ async def user_key_ensure(user_id: int) -> None:
     call, so a turn (which needs the chat, looked up just before this) cannot be
     accepted for an account that is gone. Best effort: a Vault that cannot create keys
     (no admin token, an outage) is logged, and the turn then reports the missing key
-    itself if it really is missing.
+    itself if it really is missing. A warm-up of the user's socket still running
+    (:func:`user_key_warm`) is waited for: when it found the key, no call is made.
     """
     if user_id in _keyed_users:
         return
+    warming = _warmups.get(user_id)
+    if warming is not None and warming.get_loop() is asyncio.get_running_loop():
+        await asyncio.shield(warming)
+        if user_id in _keyed_users:
+            return
     try:
         await vault.aensure_key(vault.user_key_name(user_id))
     except vault.VaultError as exc:
         logger.warning("transit key of user %s not ensured: %s", user_id, exc)
         if exc.is_outage:
             return  # try again with the next turn
+    _keyed_users.add(user_id)
+
+
+def user_key_warm(user_id: int) -> None:
+    """Warm the user's turn data keys (:data:`TURN_PURPOSES`) in the background, for a
+    socket that just connected: its first turn then seals without a Vault call.
+
+    Never creates the transit key (a socket of an account being deleted must not bring
+    it back): it only uses an existing one, and its success proves that the key exists,
+    so :func:`user_key_ensure` makes no call either. Failures (no key yet, Vault away)
+    are logged; the turn then does what it would have done without the warm-up.
+    """
+    if user_id in _keyed_users or user_id in _warmups:
+        return
+    warming = asyncio.ensure_future(_data_key_warm(user_id))
+    _warmups[user_id] = warming
+
+    def forget(done: asyncio.Future[None]) -> None:
+        if _warmups.get(user_id) is done:
+            del _warmups[user_id]
+
+    warming.add_done_callback(forget)
+
+
+# What a turn seals under: its snapshots and AI cache entries, and at its end the
+# reply's sealed server copy (chats.services.turn_finish). A cold one is a Vault call in
+# the turn; 200 users starting a turn at once made 200 of them (bench/turn_overhead.py).
+TURN_PURPOSES = (state.SNAPSHOT_PURPOSE, chat_services.SERVER_MANAGED_PURPOSE)
+
+
+def _data_keys_get(key_name: str) -> None:
+    for purpose in TURN_PURPOSES:
+        crypto.current_data_key(key_name, purpose)
+
+
+async def _data_key_warm(user_id: int) -> None:
+    key_name = vault.user_key_name(user_id)
+    try:
+        await sync_to_async(_data_keys_get, thread_sensitive=False)(key_name)
+    except Exception as exc:  # the turn ensures the key and reports what still fails
+        logger.info("data key of user %s not warmed: %s", user_id, exc)
+        return
     _keyed_users.add(user_id)
 
 
@@ -156,38 +230,126 @@ def _not_retryable(chat_id: str, message_id: str, status: str) -> FrameError:
     )
 
 
-def _accept(
-    *, chat: Chat, user: Any, message_id: str, assistant_message_id: str, retry: bool
-) -> tuple[Instance, str, bool]:
-    """One sync call: the membership check, then the turn's first write
-    (``chats.services.turn_accept``, or ``turn_retry`` for a retry).
+@dataclass(frozen=True, slots=True)
+class _Accepted:
+    """What the accept call found and wrote: the chat (its instance loaded with it), the
+    user's role there, ``started`` (False for a repeated ``message.send`` of an id
+    already accepted) and the chat's done-message count read in the same call."""
 
-    Returns ``(instance, role, started)``; ``started`` is False for a repeated
-    ``message.send`` of an id already accepted.
+    chat: Chat
+    role: str
+    started: bool
+    done_count: int
+
+
+def _turn_chat(*, chat_id: str, user: Any, message_id: str) -> TurnChat:
+    """The chat of a turn with the user's role and done count (one query).
 
     Raises:
-        FrameError: ``forbidden`` when the user is no longer a member of the chat's
-            instance (checked here, in the same call that records the messages);
-            ``not_found``, ``conflict`` or ``invalid_frame`` for the message id.
+        FrameError: ``not_found`` for a chat that is not the user's; ``forbidden`` when
+            the user is no longer a member of the chat's instance.
     """
-    instance = chat.instance  # loaded with the chat (chats.selectors)
-    role = instance_role_for_user(instance=instance, user=user)
-    if role is None:
-        raise FrameError(ErrorCode.FORBIDDEN, NOT_A_MEMBER, chat_id=chat.pk, message_id=message_id)
+    found = turn_chat_get(chat_id=chat_id, user=user)
+    if found is None:
+        raise FrameError(ErrorCode.NOT_FOUND, "No such chat.", chat_id=chat_id)
+    if found.role is None:
+        raise FrameError(
+            ErrorCode.FORBIDDEN, NOT_A_MEMBER, chat_id=found.chat.pk, message_id=message_id
+        )
+    return found
+
+
+def _accept(
+    *,
+    chat_id: str,
+    user: Any,
+    message_id: str,
+    assistant_message_id: str,
+    retry: bool,
+    parent_id: str | chat_services.Parent | None = chat_services.Parent.NEWEST,
+    file_embed_ids: tuple[str, ...] = (),
+) -> _Accepted:
+    """One sync call, so one thread hop for a turn's start: the chat with the user's role
+    and its done count (``chats.selectors.turn_chat_get``, one query), then the turn's
+    first write (``chats.services.turn_accept`` after ``parent_id``, with the embeds of
+    the message's files in the same transaction, or ``turn_retry`` for a retry).
+
+    Raises:
+        FrameError: ``not_found`` for a chat that is not the user's; ``forbidden`` when
+            the user is no longer a member of the chat's instance (checked before any
+            write); ``not_found``, ``conflict`` or ``invalid_frame`` for the message id
+            or the parent.
+    """
+    found = _turn_chat(chat_id=chat_id, user=user, message_id=message_id)
+    chat, role = found.chat, str(found.role)
     if retry:
         _reopen(chat=chat, message_id=message_id, assistant_message_id=assistant_message_id)
-        return instance, role, True
+        return _Accepted(chat, role, True, found.done_count)
     try:
-        started = chat_services.turn_accept(
-            chat=chat, user=user, message_id=message_id, assistant_message_id=assistant_message_id
-        )
+        with transaction.atomic() if file_embed_ids else contextlib.nullcontext():
+            started = chat_services.turn_accept(
+                chat=chat,
+                user=user,
+                message_id=message_id,
+                assistant_message_id=assistant_message_id,
+                parent_id=parent_id,
+            )
+            if started:
+                chat_services.file_embeds_create(
+                    chat=chat, message_id=message_id, embed_ids=file_embed_ids
+                )
     except chat_services.NotFound:
         raise FrameError(ErrorCode.NOT_FOUND, "No such chat.", chat_id=chat.pk) from None
-    except chat_services.IdInUse:
+    except chat_services.BadParent as bad:
         raise FrameError(
-            ErrorCode.INVALID_FRAME, "That message id is already in use.", message_id=message_id
+            ErrorCode.NOT_FOUND if bad.missing else ErrorCode.INVALID_FRAME,
+            "No such message to follow." if bad.missing else "parent_id must name an answer.",
+            chat_id=chat.pk,
+            message_id=message_id,
         ) from None
-    return instance, role, started
+    except chat_services.IdInUse as in_use:
+        raise _id_in_use(in_use, message_id=message_id) from None
+    # The new messages are pending: the count read before them still holds.
+    return _Accepted(chat, role, started, found.done_count)
+
+
+@dataclass(frozen=True, slots=True)
+class _Regenerated:
+    """What :func:`_accept_regenerate` wrote: the turn's chat, the user's role, the
+    question answered again and the chat's done count."""
+
+    chat: Chat
+    role: str
+    question_id: str
+    done_count: int
+
+
+def _accept_regenerate(
+    *, chat_id: str, user: Any, answer_id: str, assistant_message_id: str
+) -> _Regenerated:
+    """:func:`_accept` for ``message.regenerate``: ``chats.services.turn_regenerate``.
+
+    Raises:
+        FrameError: as :func:`_turn_chat`; ``not_found`` for an answer the chat does not
+            have, ``conflict`` for one still being answered or answering no question.
+    """
+    found = _turn_chat(chat_id=chat_id, user=user, message_id=answer_id)
+    ids = {"chat_id": found.chat.pk, "message_id": answer_id}
+    try:
+        question_id = chat_services.turn_regenerate(
+            chat=found.chat, message_id=answer_id, assistant_message_id=assistant_message_id
+        )
+    except chat_services.NotFound:
+        raise FrameError(ErrorCode.NOT_FOUND, "No such answer.", **ids) from None
+    except chat_services.NotRetryable as refused:
+        raise FrameError(
+            ErrorCode.CONFLICT,
+            f"The answer is {refused.status} or answers no question; it cannot be regenerated.",
+            **ids,
+        ) from None
+    except chat_services.IdInUse as in_use:
+        raise _id_in_use(in_use, **ids) from None
+    return _Regenerated(found.chat, str(found.role), question_id, found.done_count)
 
 
 def _reopen(*, chat: Chat, message_id: str, assistant_message_id: str) -> None:
@@ -200,20 +362,40 @@ def _reopen(*, chat: Chat, message_id: str, assistant_message_id: str) -> None:
         raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id) from None
     except chat_services.NotRetryable as refused:
         raise _not_retryable(chat.pk, message_id, refused.status) from None
-    except chat_services.IdInUse:
-        raise FrameError(
-            ErrorCode.INVALID_FRAME, "That message id is already in use.", message_id=message_id
-        ) from None
+    except chat_services.IdInUse as in_use:
+        raise _id_in_use(in_use, message_id=message_id) from None
 
 
-async def _retryable_or_raise(chat: Chat, message_id: str) -> None:
-    """Refuse a retry early, before its kept text is read (``turn_retry`` checks again
-    under the row locks)."""
+def _id_in_use(in_use: chat_services.IdInUse, **ids: str) -> FrameError:
+    """The ``invalid_frame`` for an id that names another object: which id it was (a
+    file's ``embed_id`` or the message's)."""
+    which = "A file's embed_id" if "embed" in str(in_use) else "That message id"
+    return FrameError(ErrorCode.INVALID_FRAME, f"{which} is already in use.", **ids)
+
+
+async def _retry_content(socket: Socket, *, chat_id: str, message_id: str) -> str:
+    """The kept text of a message to retry; refuses a retry early, before the text is read
+    (``turn_retry`` checks the status again under the row locks).
+
+    Raises:
+        FrameError: ``not_found`` (no such chat or message, or its text is gone) or
+            ``conflict`` (the message's turn did not fail).
+    """
+    chat = await _chat_or_not_found(socket, chat_id)
     status = await auser_message_status(chat_id=chat.pk, message_id=message_id)
     if status is None:
         raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id)
     if status not in chat_services.RETRYABLE_STATUSES:
         raise _not_retryable(chat.pk, message_id, status)
+    content = await state.pending_content_load(user_id=socket.user.pk, message_id=message_id)
+    if content is None:
+        raise FrameError(
+            ErrorCode.NOT_FOUND,
+            "The message text is no longer available; send it again.",
+            chat_id=chat_id,
+            message_id=message_id,
+        )
+    return content
 
 
 async def _turn_start(
@@ -223,68 +405,88 @@ async def _turn_start(
     message_id: str,
     content: str | None,
     frame: p.MessageSend | None,
+    files: tuple[turn_files.TurnFile, ...] = (),
 ) -> None:
-    if await state.rate_limit_hit(
-        user_id=socket.user.pk, kind="turns", limit=turns_per_minute(), window_s=60
-    ):
-        raise FrameError(
-            ErrorCode.RATE_LIMITED,
-            "Too many messages; wait a minute.",
-            chat_id=chat_id,
-            message_id=message_id,
-        )
-    chat = await _chat_or_not_found(socket, chat_id)
-    await user_key_ensure(socket.user.pk)
+    """Accept a turn (the rate limits were counted by ``dispatch``) and launch it, with
+    the message's ``files`` read already (:func:`_files_read`)."""
     retry = frame is None
     if retry:
-        await _retryable_or_raise(chat, message_id)
-        content = await state.pending_content_load(user_id=socket.user.pk, message_id=message_id)
-        if content is None:
-            raise FrameError(
-                ErrorCode.NOT_FOUND,
-                "The message text is no longer available; send it again.",
-                chat_id=chat_id,
-                message_id=message_id,
-            )
+        content = await _retry_content(socket, chat_id=chat_id, message_id=message_id)
     assistant_message_id = new_id()
-    instance, role, started = await db_call(
+    parent: str | chat_services.Parent | None = chat_services.Parent.NEWEST
+    if frame is not None and frame.parent_given:
+        parent = frame.parent_id
+    accepted = await db_call(
         _accept,
-        chat=chat,
+        chat_id=chat_id,
         user=socket.user,
         message_id=message_id,
         assistant_message_id=assistant_message_id,
         retry=retry,
+        parent_id=parent,
+        file_embed_ids=tuple(f.embed_id for f in files),
     )
-    if not started:
+    if not accepted.started:
         await _duplicate(socket, chat_id=chat_id, message_id=message_id)
         return
+    await _accepted_launch(
+        socket,
+        frame,
+        accepted,
+        message_id=message_id,
+        assistant_message_id=assistant_message_id,
+        content=str(content),
+        files=files,
+    )
+
+
+def _requested(frame: p.MessageSend | p.MessageRegenerate | None) -> dict[str, Any]:
+    """What a ``message.send`` or ``message.regenerate`` asks of its turn (a retry asks
+    nothing)."""
+    overrides = frame.overrides if frame is not None else None
+    history = frame.history if isinstance(frame, p.MessageSend) else None
+    return {
+        "client_history": tuple(m.model_dump() for m in history) if history else None,
+        "requested_tier": overrides.tier if overrides else None,
+        "requested_tools": tuple(overrides.tools) if overrides and overrides.tools else None,
+        "requested_mate": overrides.mate if overrides else None,
+    }
+
+
+async def _accepted_launch(
+    socket: Socket,
+    frame: p.MessageSend | p.MessageRegenerate | None,
+    accepted: _Accepted | _Regenerated,
+    *,
+    message_id: str,
+    assistant_message_id: str,
+    content: str,
+    regenerate: bool = False,
+    files: tuple[turn_files.TurnFile, ...] = (),
+) -> None:
+    """Launch the turn of an accepted ``message.send`` or ``message.regenerate``:
+    ``accepted`` carries the chat, the user's role and the chat's done count; ``frame``
+    the client's overrides (None: a retry, which asks none)."""
+    # After the chat was found: a deleted account's key is never made again (see there).
+    await user_key_ensure(socket.user.pk)
+    chat = accepted.chat
     await _turn_launch(
         socket,
         TurnRequest(
             task_id=new_id(),
             user_id=socket.user.pk,
             chat=chat,
-            instance=instance,
-            role=role,
+            instance=chat.instance,
+            role=accepted.role,
             message_id=message_id,
             assistant_message_id=assistant_message_id,
-            content=str(content),
+            content=content,
+            done_count=accepted.done_count,
+            regenerate=regenerate,
+            files=files,
             **_requested(frame),
         ),
     )
-
-
-def _requested(frame: p.MessageSend | None) -> dict[str, Any]:
-    """What a ``message.send`` asks of its turn (a retry asks nothing)."""
-    overrides = frame.overrides if frame is not None else None
-    return {
-        "client_history": tuple(m.model_dump() for m in frame.history)
-        if frame and frame.history
-        else None,
-        "requested_tier": overrides.tier if overrides else None,
-        "requested_tools": tuple(overrides.tools) if overrides and overrides.tools else None,
-        "requested_mate": overrides.mate if overrides else None,
-    }
 
 
 async def _turn_launch(socket: Socket, request: TurnRequest) -> None:
@@ -333,19 +535,86 @@ async def _duplicate(socket: Socket, *, chat_id: str, message_id: str) -> None:
     raise FrameError(ErrorCode.CONFLICT, "This message was already accepted.", **ids)
 
 
+def _files_read(
+    frame: p.MessageSend | p.MessageRetry | p.MessageRegenerate,
+) -> tuple[turn_files.TurnFile, ...]:
+    """The frame's files as the turn uses them (``pipeline.files.turn_file``: decoded,
+    a text file's UTF-8 checked, a PDF's text extracted). Blocking.
+
+    Raises:
+        FrameError: ``unsupported_file`` naming the first file that cannot be read.
+    """
+    read = []
+    for attached in frame.files or ():
+        try:
+            read.append(
+                turn_files.turn_file(
+                    embed_id=attached.embed_id,
+                    name=attached.name,
+                    mime=attached.mime,
+                    data_b64=attached.data,
+                )
+            )
+        except turn_files.UnsupportedFile as bad:
+            raise FrameError(
+                ErrorCode.UNSUPPORTED_FILE,
+                f"{attached.name[:80]!r} {bad}.",
+                chat_id=frame.chat_id,
+                message_id=frame.message_id,
+            ) from None
+    return tuple(read)
+
+
 async def message_send(socket: Socket, frame: p.MessageSend) -> None:
+    """Accept and start the message's turn; its files are read first, off the event
+    loop, so a file that cannot be read refuses the frame before anything is written."""
+    files = await asyncio.to_thread(_files_read, frame) if frame.files else ()
     await _turn_start(
         socket,
         chat_id=frame.chat_id,
         message_id=frame.message_id,
         content=frame.content,
         frame=frame,
+        files=files,
     )
 
 
 async def message_retry(socket: Socket, frame: p.MessageRetry) -> None:
+    """Answer again a question whose turn ended without an answer, with the files the
+    frame carries (the question's: docs/protocol.md §13), read first."""
+    files = await asyncio.to_thread(_files_read, frame) if frame.files else ()
     await _turn_start(
-        socket, chat_id=frame.chat_id, message_id=frame.message_id, content=None, frame=None
+        socket,
+        chat_id=frame.chat_id,
+        message_id=frame.message_id,
+        content=None,
+        frame=None,
+        files=files,
+    )
+
+
+async def message_regenerate(socket: Socket, frame: p.MessageRegenerate) -> None:
+    """A new version of the answer ``frame.message_id``: a turn answering its question
+    again, from the same point of the branch (docs/protocol.md §3), with the files the
+    frame carries (the question's, which the client holds: §13), read first."""
+    files = await asyncio.to_thread(_files_read, frame) if frame.files else ()
+    assistant_message_id = new_id()
+    accepted = await db_call(
+        _accept_regenerate,
+        chat_id=frame.chat_id,
+        user=socket.user,
+        answer_id=frame.message_id,
+        assistant_message_id=assistant_message_id,
+    )
+    await _accepted_launch(
+        socket,
+        frame,
+        accepted,
+        message_id=accepted.question_id,
+        assistant_message_id=assistant_message_id,
+        content=frame.content,
+        regenerate=True,
+        files=files,
     )
 
 
@@ -467,6 +736,43 @@ async def task_active(socket: Socket) -> ev.TaskActive:
     return ev.TaskActive(tasks=tuple(entries))
 
 
+def _history_read(
+    messages: Sequence[p.ChatHistoryMessage], budget_tokens: int
+) -> list[dict[str, Any]]:
+    """The history's messages as AI cache entries ``{message_id, role, content}``, a
+    user message's files read into its ``content`` (``pipeline.files``). Blocking."""
+    entries = []
+    for message in messages:
+        entry = message.model_dump(exclude={"files"})
+        if message.files:
+            read = [
+                turn_files.earlier_file(
+                    embed_id=f.embed_id, name=f.name, mime=f.mime, data_b64=f.data
+                )
+                for f in message.files
+            ]
+            entry["content"] = turn_files.earlier_message_text(
+                message.content, read, budget_tokens=budget_tokens
+            )
+        entries.append(entry)
+    return entries
+
+
+async def _history_entries(
+    chat: Chat, messages: Sequence[p.ChatHistoryMessage]
+) -> list[dict[str, Any]]:
+    """:func:`_history_read` off the event loop when files came along. The tier that
+    answers is not decided yet, so the files' text is cut to the share of the smallest
+    context among the instance's tiers: the message then fits any tier's history."""
+    if not any(m.files for m in messages):
+        return [m.model_dump(exclude={"files"}) for m in messages]
+    context = min([await llm.context_tokens(tier=t, instance=chat.instance) for t in llm.TIERS])
+    budget = turn_files.files_budget_tokens(
+        context_tokens=context, reserve_tokens=answer_reserve_tokens(context)
+    )
+    return await asyncio.to_thread(_history_read, messages, budget)
+
+
 async def chat_history(socket: Socket, frame: p.ChatHistory) -> None:
     """Store a requested history and wake the turn waiting for it.
 
@@ -501,7 +807,7 @@ async def chat_history(socket: Socket, frame: p.ChatHistory) -> None:
     await chat_cache.ai_history_store(
         user_id=socket.user.pk,
         chat_id=frame.chat_id,
-        messages=[m.model_dump() for m in frame.messages],
+        messages=await _history_entries(chat, frame.messages),
     )
     if frame.summary:
         notes = await state.chat_notes_load(user_id=socket.user.pk, chat_id=frame.chat_id)
@@ -519,13 +825,32 @@ async def chat_history(socket: Socket, frame: p.ChatHistory) -> None:
 
 async def memory_consent(socket: Socket, frame: p.MemoryConsent) -> None:
     await _chat_or_not_found(socket, frame.chat_id)
-    consent = await state.memory_consent_get(frame.chat_id)
-    answers = {c: "denied" for c, value in consent.items() if value == "asked"}
+    if frame.request_id is None:
+        # A change in the chat's UI: the list is the whole answer (docs/protocol.md §3).
+        answers = dict.fromkeys(p.MEMORY_CATEGORIES, "denied")
+    else:
+        consent = await state.memory_consent_get(frame.chat_id)
+        answers = {c: "denied" for c, value in consent.items() if value == "asked"}
     answers.update(dict.fromkeys(frame.allowed, "allowed"))
     await state.memory_consent_mark(frame.chat_id, answers)
 
 
 # --- chats and messages -----------------------------------------------------------------
+
+
+async def _chat_event(socket: Socket, frame: dict[str, Any]) -> None:
+    """Answer the asking socket with ``frame`` (``chat.*``, ``message.stored``) and send it,
+    without ``request_id``, to the user's other sockets on every process (the user's
+    group, docs/protocol.md §4)."""
+    await socket.deliver(frame)
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    shared = {key: value for key, value in frame.items() if key != "request_id"}
+    await layer.group_send(
+        user_group(socket.user.pk),
+        {"type": "chat.event", "frame": shared, "origin": socket.channel_name},
+    )
 
 
 async def chat_create(socket: Socket, frame: p.ChatCreate) -> None:
@@ -547,10 +872,11 @@ async def chat_create(socket: Socket, frame: p.ChatCreate) -> None:
             request_id=frame.request_id,
             chat_id=frame.chat_id,
         ) from None
-    await socket.deliver(
+    await _chat_event(
+        socket,
         ev.ChatCreated(
             chat_id=chat.pk, version=chat.version, request_id=frame.request_id
-        ).to_frame()
+        ).to_frame(),
     )
 
 
@@ -576,10 +902,11 @@ async def chat_update(socket: Socket, frame: p.ChatUpdate) -> None:
         )
     except chat_services.VersionConflict as conflict:
         raise FrameError(ErrorCode.CONFLICT, f"{conflict}", chat_id=frame.chat_id) from None
-    await socket.deliver(
+    await _chat_event(
+        socket,
         ev.ChatUpdated(
             chat_id=updated.pk, version=updated.version, request_id=frame.request_id
-        ).to_frame()
+        ).to_frame(),
     )
 
 
@@ -588,10 +915,11 @@ async def chat_delete(socket: Socket, frame: p.ChatDelete) -> None:
     await sync_to_async(chat_services.chat_delete)(chat=chat)
     # Its turns stop now, not at their owner's next heartbeat (which also notices).
     await _chat_turns_cancel(socket, frame.chat_id)
-    await socket.deliver(
+    await _chat_event(
+        socket,
         ev.ChatDeleted(
             chat_id=frame.chat_id, version=chat.version + 1, request_id=frame.request_id
-        ).to_frame()
+        ).to_frame(),
     )
 
 
@@ -625,10 +953,11 @@ async def message_store(socket: Socket, frame: p.MessageStore) -> None:
         raise FrameError(
             ErrorCode.CONFLICT, f"{conflict}", chat_id=frame.chat_id, message_id=frame.message_id
         ) from None
-    await socket.deliver(
+    await _chat_event(
+        socket,
         ev.MessageStored(
             chat_id=frame.chat_id, message_id=message.pk, version=message.version
-        ).to_frame()
+        ).to_frame(),
     )
 
 
@@ -652,6 +981,7 @@ _ACTIONS: dict[str, Callable[[Socket, Any], Awaitable[None]]] = {
     "chat.delete": chat_delete,
     "message.send": message_send,
     "message.retry": message_retry,
+    "message.regenerate": message_regenerate,
     "message.store": message_store,
     "chat.history": chat_history,
     "memory.consent": memory_consent,

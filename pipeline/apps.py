@@ -1,22 +1,10 @@
-"""App config for ``pipeline``: warms the language model in server processes."""
+"""App config for ``pipeline``: installs the memories hooks and, in server processes, lets
+the first chat socket or server-side turn warm the pre-processing models
+(:mod:`pipeline.warm_up`)."""
 
 from __future__ import annotations
 
-import logging
-import threading
-
 from django.apps import AppConfig
-
-logger = logging.getLogger(__name__)
-
-
-def _warm_up() -> None:
-    from pipeline import preprocess
-
-    try:
-        preprocess.warm_up()
-    except Exception:
-        logger.exception("the language identifier could not be loaded ahead of time")
 
 
 class PipelineConfig(AppConfig):
@@ -26,9 +14,17 @@ class PipelineConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """In a server process, load the language identifier (~0.5 s) in a thread, so the
-        first message does not wait for it; commands and tests do not load it here."""
+        """Install the memories app's retriever for main processing and its extraction
+        hook for post-processing (docs/architecture.md §12); in a server process, enable
+        the models' warm-up that the first chat socket or server-side turn starts
+        (:mod:`pipeline.warm_up`; commands and tests load them when they use them)."""
+        from memories.extractor import amemories_extract
+        from memories.search import amemories_for_prompt
         from openmates.apps import serving
+        from pipeline import postprocess, prompts, warm_up
+
+        prompts.memory_retriever_set(amemories_for_prompt)
+        postprocess.memory_extractor_set(amemories_extract)
 
         if serving():
-            threading.Thread(target=_warm_up, name="langid-warm-up", daemon=True).start()
+            warm_up.enable()

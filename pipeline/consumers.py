@@ -32,7 +32,7 @@ from accounts.ws_auth import (
     token_seconds_left,
     token_socket_groups,
 )
-from pipeline import actions, runtime
+from pipeline import actions, runtime, warm_up
 from pipeline import events as ev
 from pipeline.protocol import FrameError, error_for_exception, parse_frame
 
@@ -59,6 +59,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=SESSION_ENDED)
             return
+        # The first turn of a user seals under their data key: warm it while the socket
+        # opens (in the background; the turn waits for it if it is still running).
+        actions.user_key_warm(self.user.pk)
+        warm_up.soon()  # a user who opens the app is about to send: load the models
         self.registry = runtime.registry(self.registry_name)
         self.following: set[str] = set()
         self.last_sequence: dict[str, int] = {}
@@ -153,6 +157,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await actions.turn_ended(self, str(message["task_id"]))
         except FrameError:
             return
+
+    async def chat_event(self, message: dict[str, Any]) -> None:
+        """A change to one of the user's chats made through another socket (``chat.*``)."""
+        if message.get("origin") != self.channel_name:
+            await self.deliver(dict(message["frame"]))
 
     async def session_ended(self, message: dict[str, Any]) -> None:
         await self.close(code=int(message.get("code", SESSION_ENDED)))

@@ -139,7 +139,8 @@ class RequestChatHistory(ServerEvent):
 
 @dataclass(frozen=True, slots=True)
 class PreprocessDone(ServerEvent):
-    """The pre-processing result; title/icon/category/tags only on a first message."""
+    """The pre-processing result; title/icon/category/tags only on a first message;
+    ``tool_reasons``: each of ``tools`` → why it was offered (not on a title's frame)."""
 
     TYPE: ClassVar[str] = "preprocess.done"
     chat_id: str
@@ -154,6 +155,7 @@ class PreprocessDone(ServerEvent):
     icon: str | None = None
     category: str | None = None
     tags: tuple[str, ...] | None = None
+    tool_reasons: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +222,13 @@ class SkillStatus(ServerEvent):
     preview: str | None = None
     error: str | None = None
 
+    def to_frame(self) -> dict[str, Any]:
+        frame = ServerEvent.to_frame(self)
+        if self.status == "error":
+            # The failure reason clients show for a tool (docs/protocol.md §8).
+            frame["reason"] = "tool_failed"
+        return frame
+
 
 @dataclass(frozen=True, slots=True)
 class EmbedUpdate(ServerEvent):
@@ -256,6 +265,9 @@ class StreamDone(ServerEvent):
     status: str  # done | interrupted | cancelled | failed
     sequence: int | None = None
     finish_reason: str | None = None
+    # The answer's language (ISO 639-1), also for a client that missed preprocess.done
+    # (it resumed the turn after a reload).
+    language: str | None = None
 
     def to_frame(self) -> dict[str, Any]:
         return _without_long_text(ServerEvent.to_frame(self), "content")
@@ -351,6 +363,9 @@ class Pong(ServerEvent):
 
 @dataclass(frozen=True, slots=True)
 class Error(ServerEvent):
+    """``reason``: for a failed model call, one of ``openmates.llm.FAILURE_REASONS``
+    (docs/protocol.md §8), ``message`` then being that reason's text for people."""
+
     TYPE: ClassVar[str] = "error"
     code: str
     message: str
@@ -358,3 +373,4 @@ class Error(ServerEvent):
     chat_id: str | None = None
     task_id: str | None = None
     message_id: str | None = None
+    reason: str | None = None

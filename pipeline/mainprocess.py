@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +52,8 @@ class MainResult:
     status: str = "done"  # done | interrupted | failed | cancelled
     error: ev.Error | None = None
     embed_ids: list[str] = field(default_factory=list)
-    # "length" once the reply reached protocol.max_reply_bytes() and was cut there.
+    # "length" once the reply reached protocol.max_reply_bytes() and was cut there, or
+    # the provider said it stopped at its token limit.
     finish_reason: str | None = None
     reply_bytes: int = 0
 
@@ -89,6 +90,9 @@ class MainContext:
     tier: str
     tools: Sequence[ToolSpec]
     control: TurnControl
+    # The messages for a tier entry whose model does not see images, when the question
+    # has image parts (``pipeline.files.blind_messages``).
+    without_vision: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
 
 
 async def respond(
@@ -111,6 +115,7 @@ async def respond(
                 tools=offer,
                 stage="main",
                 chat_id=ctx.chat.pk,
+                without_vision=ctx.without_vision,
             )
             async for item in stream:
                 if ctx.control.cancel.is_set():
@@ -131,11 +136,14 @@ async def respond(
                     result.completion_tokens += item.completion_tokens
                 elif isinstance(item, llm.Finish):
                     result.model = item.model
+                    if item.reason == "length":
+                        # The provider stopped at its token limit (max_tokens or its own).
+                        result.finish_reason = "length"
                 elif isinstance(item, llm.StreamError):
-                    yield _provider_error(ctx, result, item.message)
+                    yield _provider_error(ctx, result, item.code)
                     return
         except llm.LLMError as exc:
-            yield _provider_error(ctx, result, str(exc))
+            yield _provider_error(ctx, result, exc.code)
             return
         # No tools offered (the last round): calls the model makes anyway are not run.
         if not calls or offer is None:
@@ -149,14 +157,17 @@ async def respond(
         await _tool_results_fit(ctx, messages, tool_texts, next_offer)
 
 
-def _provider_error(ctx: MainContext, result: MainResult, message: str) -> ev.Error:
+def _provider_error(ctx: MainContext, result: MainResult, code: str) -> ev.Error:
+    # The frame says why, in words a user can act on (docs/protocol.md §8).
+    reason = llm.failure_reason(code)
     result.status = "interrupted" if result.parts else "failed"
     result.error = ev.Error(
         code=ErrorCode.PROVIDER_ERROR,
-        message=message or "The model provider failed.",
+        message=llm.FAILURE_REASONS[reason],
         chat_id=ctx.chat.pk,
         task_id=ctx.task_id,
         message_id=ctx.assistant_message_id,
+        reason=reason,
     )
     return result.error
 

@@ -2,11 +2,13 @@
 
 One fast-tier call with a JSON schema gives follow-up suggestions, a new title when the
 topic drifted, and the updated rolling summary, all in the conversation's language (named
-in words in every instruction that writes text for the user: "write ... in Japanese"). Then the
-memory extraction hook runs (the memories app installs it with
-:func:`memory_extractor_set`: ``async extractor(*, user_id, instance, chat_id, messages)
--> int`` saved). Skipped for automated requests (the last user message starts with
-``### Task:``), and model-based parts are skipped on the bundled local model.
+in words in every instruction that writes text for the user: "write ... in Japanese").
+Then the memory extraction hook runs: ``pipeline.apps`` installs
+``memories.extractor.amemories_extract`` with :func:`memory_extractor_set` (``async
+extractor(*, user_id, instance, chat_id, messages, language) -> int`` saved, the language
+named in words; it is off by itself for a base model or a user with memory off,
+docs/architecture.md §12). Skipped for automated requests (the last user message starts
+with ``### Task:``), and model-based parts are skipped on the bundled local model.
 
 The rolling summary covers the conversation up to one message, whose id is kept with it
 (``summary_covers``). The per-turn call sees only the last :data:`ASK_VIEW` messages, so
@@ -123,7 +125,7 @@ async def postprocess(
             fast_context_tokens=fast_context_tokens,
         )
     saved = await _memories_extract(
-        instance=instance, user_id=user_id, chat_id=chat_id, recent=recent
+        instance=instance, user_id=user_id, chat_id=chat_id, recent=recent, language=language
     )
     return replace(done, memories_saved=saved)
 
@@ -171,16 +173,26 @@ async def _model_postprocess(
 
 
 async def _memories_extract(
-    *, instance: Instance, user_id: int, chat_id: str, recent: list[dict[str, str]]
+    *,
+    instance: Instance,
+    user_id: int,
+    chat_id: str,
+    recent: list[dict[str, str]],
+    language: str,
 ) -> int:
     """How many memories the installed extraction hook saved from ``recent`` (0 without
-    one, when the instance has memories off, or when it failed: logged)."""
+    one, when the instance has memories off, or when it failed: logged). ``language``:
+    the conversation's ISO 639 code (the hook gets its name)."""
     if _memory_extractor is None or not instance.memory_enabled:
         return 0
     try:
         return int(
             await _memory_extractor(
-                user_id=user_id, instance=instance, chat_id=chat_id, messages=recent
+                user_id=user_id,
+                instance=instance,
+                chat_id=chat_id,
+                messages=recent,
+                language=language_name(language),
             )
         )
     except Exception:

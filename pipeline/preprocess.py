@@ -7,58 +7,55 @@ user's role), tier by complexity signals (an unhappy user gets a higher tier), m
 category, memory categories, and heuristic safety scores.
 
 Model-based parts, each one fast-tier call with a JSON schema: ``model_safety_check``
-(first messages, or when a heuristic fired) and ``title_generate`` (first messages,
-concurrently with the main call). Instances whose fast tier is a base model (the bundled
-local one: ``openmates.llm.is_base_model``) skip both (``heuristic_title`` instead).
+(first messages, or when a heuristic fired), ``amodel_tools_merge`` (first messages of
+instances with ``model_tool_preselection``: the model's tool picks added to the local
+ones) and ``title_generate`` (first messages, concurrently with the main call).
+Instances whose fast tier is a base model (the bundled local one:
+``openmates.llm.is_base_model``) skip them (``heuristic_title`` instead).
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
 import re
 import threading
-import unicodedata
+import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
 from django.utils.translation import get_language_info
 
-from instances.models import Instance
+from instances.models import Instance, InstanceMember
 from instances.services import ainstance_tier_secrets_get
 from openmates import llm
+from pipeline import language as languages
+from pipeline import tool_match
+from pipeline.injection import strip_invisible
+
+__all__ = ["strip_invisible"]
 
 # Members may lower the tier; only instance owners and admins may ask for ``heavy``.
-TIERS_BY_ROLE = {
-    "owner": llm.TIERS,
-    "admin": llm.TIERS,
-    "member": ("fast", "standard"),
-}
+# The tiers a client may ask for per role: the instance membership's table, which the
+# chat page's tier picker offers too.
+TIERS_BY_ROLE = InstanceMember.TIERS_BY_ROLE
 MAX_TOOLS = 5
 HARMFUL_REJECT = 7.0
 MISUSE_REJECT = 8.0
 HEURISTIC_FIRES = 4.0
 LANGUAGE_MIN_CONFIDENCE = 0.3
+logger = logging.getLogger(__name__)
 MEMORY_CATEGORIES = ("preference", "fact", "event", "relationship", "decision", "general")
-
-# Zero-width and bidirectional controls, BOM, tag characters; ZWNJ/ZWJ stay (scripts and
-# emoji need them).
-_KEEP_FORMAT = {"\u200c", "\u200d"}
-
-
-def strip_invisible(text: str) -> str:
-    """``text`` without invisible format characters (Unicode category Cf, but ZWNJ/ZWJ)."""
-    if text.isascii():
-        return text
-    return "".join(ch for ch in text if ch in _KEEP_FORMAT or unicodedata.category(ch) != "Cf")
-
 
 # --- language --------------------------------------------------------------------------
 
 _FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
 _QUOTE_LINE_RE = re.compile(r"^\s*>.*$", re.MULTILINE)
-_QUOTED_RE = re.compile(r"\"[^\"]{12,}\"|“[^”]{12,}”|«[^»]{12,}»|„[^“]{12,}“|'[^']{24,}'")
+_QUOTED_RE = re.compile(r"\"[^\"]{3,}\"|“[^”]{3,}”|«[^»]{3,}»|„[^“]{3,}“|「[^」]{3,}」|'[^']{24,}'")
 _COLON_TAIL_RE = re.compile(r"^(?P<head>[^:\n]{8,}?):\s*(?P<tail>\S.*)$", re.DOTALL)
 
 _identifier_lock = threading.Lock()
@@ -71,15 +68,26 @@ def _language_identifier() -> Any:
         if _identifier is None:
             from py3langid import langid
 
-            _identifier = langid.LanguageIdentifier.from_modelpath(
+            identifier = langid.LanguageIdentifier.from_modelpath(
                 langid.MODEL_DIR / langid.MODEL_FILE, norm_probs=True
             )
+            known = set(identifier.nb_classes)
+            identifier.set_languages(
+                [
+                    code
+                    for code in (*languages.SUPPORTED_LANGUAGES, *languages.ALIASES)
+                    if code in known
+                ]
+            )
+            _identifier = identifier
     return _identifier
 
 
 def warm_up() -> None:
-    """Load the language model now (≈0.5 s) instead of on the first message."""
+    """Load the language model and the tools' example vectors now (≈1 s) instead of on
+    the first message."""
     _language_identifier()
+    tool_match.warm_up()
 
 
 def instruction_text(text: str) -> str:
@@ -245,9 +253,13 @@ def detect_language(text: str, *, fallback: str) -> str:
     language, else the instance default) when unsure.
 
     In order: a known short message ("Danke", "Merci", "ありがとう"), a script only one
-    language writes (kana, hangul, Greek, ...), py3langid when confident enough (more so
-    for texts under :data:`SHORT_TEXT_WORDS` words), a guess from a shared script
-    (Cyrillic, Arabic, Han, Devanagari), then ``fallback``.
+    language writes (kana, hangul, Greek, ...), py3langid restricted to
+    :data:`pipeline.language.SUPPORTED_LANGUAGES` when confident enough (more so for texts
+    under :data:`SHORT_TEXT_WORDS` words, which keep ``fallback`` when it is nearly as
+    likely), close pairs settled by their own letters and words
+    (:func:`pipeline.language.close_pair_language`), a guess from a shared script
+    (Cyrillic, Arabic, Han, Devanagari), then ``fallback``. Only a supported language or
+    ``fallback`` comes out.
     """
     sample = instruction_text(text)
     known = _short_message_language(sample, fallback) or _script_language(
@@ -256,12 +268,42 @@ def detect_language(text: str, *, fallback: str) -> str:
     if known:
         return known
     if sum(ch.isalpha() for ch in sample) >= 4:
-        language, confidence = _language_identifier().classify(sample)
-        short = len(sample.split()) < SHORT_TEXT_WORDS
-        needed = SHORT_TEXT_MIN_CONFIDENCE if short else LANGUAGE_MIN_CONFIDENCE
-        if confidence >= needed and language != _NO_LANGUAGE:
-            return str(language)
+        guessed = _identified_language(sample, fallback)
+        if guessed:
+            return guessed
     return _script_language(sample, fallback, shared=True) or fallback
+
+
+# On a short text, the fallback stays when py3langid gives it at least this share of the
+# winner's probability (a word or two carries little evidence against the chat's language).
+SHORT_FALLBACK_RATIO = 0.2
+
+
+def _identified_language(sample: str, fallback: str) -> str | None:
+    ranked = _language_identifier().rank(sample)
+    top, confidence = ranked[0]
+    short = len(sample.split()) < SHORT_TEXT_WORDS
+    needed = SHORT_TEXT_MIN_CONFIDENCE if short else LANGUAGE_MIN_CONFIDENCE
+    language = languages.supported(str(top))
+    runners_up = [
+        code for code in (languages.supported(str(c)) for c, _ in ranked[:4]) if code is not None
+    ]
+    if language is None or confidence < needed:
+        # Unsure: a text that is mostly another candidate's function words ("Explain
+        # again" in a Spanish chat) is in that language; else the caller's fallback.
+        base = _base(fallback)
+        chosen = languages.function_word_language(sample, base, runners_up)
+        return chosen if chosen != base else None
+    writes_script = _script_language(sample, fallback, shared=True) in (None, fallback)
+    if short and writes_script:
+        base = _base(fallback)
+        fallback_probability = sum(
+            float(p) for code, p in ranked if languages.supported(str(code)) == base
+        )
+        if fallback_probability >= float(confidence) * SHORT_FALLBACK_RATIO:
+            return fallback
+    language = languages.function_word_language(sample, language, runners_up)
+    return languages.close_pair_language(sample, language)
 
 
 # Names Django's LANG_INFO lacks for codes py3langid gives.
@@ -354,41 +396,6 @@ _STOPWORDS = frozenset(
         "out",
     ]
 )
-# Rules that find a tool the description alone would miss: (tool, pattern).
-TOOL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "calculator",
-        re.compile(
-            r"\d\s*[-+*/^%×÷]\s*\(?\s*\d|\b(sqrt|square root|percent|calculate|compute|sum of)\b",  # noqa: RUF001
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "unit_convert",
-        re.compile(
-            r"\b\d+(?:[.,]\d+)?\s*(?:km|mi|miles?|kg|lbs?|pounds?|°?[cf]|celsius|fahrenheit|"
-            r"meters?|metres?|feet|ft|inch(?:es)?|cm|mm|liters?|litres?|gallons?|oz|ounces?)\b"
-            r".*\b(?:in|to|into)\b",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "datetime_now",
-        re.compile(
-            r"\b(what time|current time|what day|today'?s date|what date|time is it|"
-            r"day of the week)\b",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "weather",
-        re.compile(r"\b(weather|forecast|rain(?:ing)?|snow(?:ing)?|temperature outside)\b", re.I),
-    ),
-    (
-        "web_search",
-        re.compile(r"\b(search the web|look up|latest news|search for|google)\b", re.IGNORECASE),
-    ),
-)
 
 
 def _stem(word: str) -> str:
@@ -401,6 +408,12 @@ def _stem(word: str) -> str:
 
 def _terms(text: str) -> set[str]:
     return {_stem(w) for w in _WORD_RE.findall(text) if w.lower() not in _STOPWORDS}
+
+
+@functools.lru_cache(maxsize=512)
+def _description_terms(text: str) -> frozenset[str]:
+    # Descriptions and hints repeat on every message: their terms are computed once.
+    return frozenset(_terms(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,42 +443,176 @@ def preselect_tools(
     candidates: Sequence[ToolCandidate],
     *,
     requested: Sequence[str] | None = None,
+    offer_all_up_to: int = 0,
+    language: str = "en",
+    semantic: bool = True,
 ) -> tuple[str, ...]:
-    """Names of the tools to offer the main model, best first (at most ``MAX_TOOLS``).
+    """Names of the tools to offer the main model, best first (at most ``MAX_TOOLS``);
+    :func:`tool_choices` with the reasons."""
+    return tuple(
+        c.name
+        for c in tool_choices(
+            text,
+            candidates,
+            requested=requested,
+            offer_all_up_to=offer_all_up_to,
+            language=language,
+            semantic=semantic,
+        )
+    )
 
-    Explicit mentions come first, then client-requested tools (only among
-    ``candidates``, which are already the instance's enabled tools), then rule hits, then
-    tools whose description or skill hint shares at least two terms with the message.
+
+def tool_choices(
+    text: str,
+    candidates: Sequence[ToolCandidate],
+    *,
+    requested: Sequence[str] | None = None,
+    offer_all_up_to: int = 0,
+    language: str = "en",
+    semantic: bool = True,
+) -> tuple[tool_match.ToolChoice, ...]:
+    """The tools to offer the main model with the reason of each, best first (at most
+    ``MAX_TOOLS``, only among ``candidates``, the instance's enabled tools).
+
+    Explicit mentions first, then client-requested tools, then the tools' triggers and
+    similarity to their examples (``pipeline.tool_match.tools_by_meaning``), then tools
+    whose description or skill hint shares at least two terms with the message. An
+    instance with at most ``offer_all_up_to`` enabled tools (0: never) is offered all of
+    them, the main model deciding. The embedding model is English: it is asked only for
+    ``language`` English, and only with ``semantic`` (``preprocess`` sets it on first
+    messages: an embedding costs several ms, over the follow-up budget of
+    docs/architecture.md §10).
     """
     names = [c.name for c in candidates]
-    chosen: list[str] = []
+    chosen: dict[str, str] = {}
 
-    def add(name: str) -> None:
+    def add(name: str, reason: str) -> None:
         if name in names and name not in chosen:
-            chosen.append(name)
+            chosen[name] = reason
 
     for name in explicit_tool_mentions(text, names):
-        add(name)
+        add(name, "mentioned")
     for name in requested or ():
-        add(name)
-    for name, pattern in TOOL_RULES:
-        if pattern.search(text):
-            add(name)
+        add(name, "requested by the client")
+    profiles = [tool_match.tool_profile(c.name, c.description, c.hint) for c in candidates]
+    english = semantic and _base(language) == "en"
+    for choice in tool_match.tools_by_meaning(text, profiles, chosen=chosen, embed=english):
+        add(choice.name, choice.reason)
     message_terms = _terms(text)
-    scored = sorted(
-        (
-            (
-                len(message_terms & _terms(f"{c.name.replace('_', ' ')} {c.description} {c.hint}")),
-                c.name,
-            )
-            for c in candidates
-        ),
-        key=lambda pair: (-pair[0], pair[1]),
+    for c in candidates:
+        shared = message_terms & _description_terms(
+            f"{c.name.replace('_', ' ')} {c.description} {c.hint}"
+        )
+        if len(shared) >= 2:
+            add(c.name, f"shares terms with its description: {', '.join(sorted(shared)[:3])}")
+    if 0 < len(names) <= offer_all_up_to:
+        for name in names:
+            add(name, f"offered: the instance has only {len(names)} tools")
+    return tuple(
+        tool_match.ToolChoice(name, reason) for name, reason in list(chosen.items())[:MAX_TOOLS]
     )
-    for score, name in scored:
-        if score >= 2:
-            add(name)
-    return tuple(chosen[:MAX_TOOLS])
+
+
+# --- model-based tool preselection ----------------------------------------------------
+
+# The whole model preselection, retries and fallbacks included, in seconds: it runs
+# beside the safety check on a first message, and the turn waits for both.
+MODEL_TOOLS_TIMEOUT_S = 3.0
+MODEL_TOOLS_REASON = "chosen by the fast model"
+
+
+def model_tools_schema(names: Sequence[str]) -> dict[str, Any]:
+    """The JSON schema of the fast tier's answer: ``{"tools": [name, ...]}``, names only
+    from ``names`` (the instance's enabled tools), at most :data:`MAX_TOOLS`."""
+    return {
+        "type": "object",
+        "properties": {
+            "tools": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(names)},
+                "maxItems": MAX_TOOLS,
+            }
+        },
+        "required": ["tools"],
+        "additionalProperties": False,
+    }
+
+
+def _model_tools_messages(text: str, candidates: Sequence[ToolCandidate]) -> list[dict[str, str]]:
+    listing = "\n".join(f"- {c.name}: {c.description} {c.hint}".rstrip() for c in candidates)
+    return [
+        {
+            "role": "system",
+            "content": "Pick the tools an assistant needs to answer the user's message, "
+            "from this list (none when it can answer from knowledge alone):\n"
+            f'{listing}\nAnswer with JSON only: {{"tools": [names]}}.',
+        },
+        {"role": "user", "content": text[:2000]},
+    ]
+
+
+def _model_tool_names(data: Any, names: Sequence[str]) -> list[str] | None:
+    picked = data.get("tools") if isinstance(data, dict) else None
+    if not isinstance(picked, list):
+        return None
+    return [name for name in dict.fromkeys(str(p) for p in picked) if name in names]
+
+
+async def amodel_tools_merge(
+    decided: Preprocessed,
+    *,
+    candidates: Sequence[ToolCandidate],
+    instance: Instance,
+    chat_id: str,
+    timeout_s: float = MODEL_TOOLS_TIMEOUT_S,
+) -> Preprocessed:
+    """``decided`` with the fast tier's tool picks added after the local ones (reason
+    :data:`MODEL_TOOLS_REASON`; at most :data:`MAX_TOOLS` in all, only ``candidates``).
+
+    One ``fast``-tier call with :func:`model_tools_schema`, bounded by ``timeout_s``
+    seconds in all. A failed, late or malformed answer keeps ``decided`` as it is (logged
+    with the reason): the local choice never waits on or depends on the model.
+    """
+    names = [c.name for c in candidates]
+    if not names:
+        return decided
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout_s):
+            result = await llm.complete(
+                tier="fast",
+                messages=_model_tools_messages(decided.content, candidates),
+                instance=instance,
+                secrets=await ainstance_tier_secrets_get(instance=instance),
+                response_schema=model_tools_schema(names),
+                stage="preprocess",
+                chat_id=chat_id,
+            )
+        picked = _model_tool_names(result.data, names)
+        problem = None if picked is not None else "no tools list in the answer"
+    except TimeoutError:
+        picked, problem = None, f"no answer within {timeout_s:g} s"
+    except llm.LLMError as exc:
+        picked, problem = None, f"the call failed: {exc}"
+    if picked is None:
+        logger.warning(
+            "chat %s: local tool choice only (model preselection: %s, after %.0f ms)",
+            chat_id,
+            problem,
+            (time.perf_counter() - started) * 1000,
+        )
+        return decided
+    chosen = dict(
+        zip(decided.tools, decided.tool_reasons or [""] * len(decided.tools), strict=True)
+    )
+    for name in picked:
+        chosen.setdefault(name, MODEL_TOOLS_REASON)
+    kept = list(chosen.items())[:MAX_TOOLS]
+    return replace(
+        decided,
+        tools=tuple(name for name, _ in kept),
+        tool_reasons=tuple(reason for _, reason in kept),
+    )
 
 
 # --- tier -------------------------------------------------------------------------------
@@ -497,7 +644,7 @@ def choose_tier(
     role: str,
 ) -> tuple[str, str]:
     """``(tier, reason)`` for the message; a client's request only within its role."""
-    allowed = TIERS_BY_ROLE.get(role, TIERS_BY_ROLE["member"])
+    allowed = TIERS_BY_ROLE.get(role, TIERS_BY_ROLE[InstanceMember.Role.MEMBER])
     if requested in allowed:
         return str(requested), "requested by the client"
     signals = len(_COMPLEX_RE.findall(text)) + text.count("```") // 2
@@ -614,12 +761,15 @@ def memory_categories(text: str) -> tuple[str, ...]:
 # --- safety -------------------------------------------------------------------------------
 
 # English, German, French, Spanish, Italian, Portuguese, Dutch, Russian, Polish, Turkish.
+# Stems without ``\w*`` around them: a search finds a stem inside a compound anyway, and an
+# unbounded ``\w*`` before a literal makes the search quadratic in a long run of letters
+# (seconds for 8 KiB of one letter, on the event loop).
 _EXPLOSIVE_TERMS = (
-    r"\w*bomb\w*|explosi\w*|sprengstoff\w*|sprengsatz\w*|nervengas|sarin|ricin|anthrax"
-    r"|бомб\w*|взрывчатк\w*|взрывн\w*|patlay\u0131c\u0131\w*"
+    r"bomb|explosi|sprengstoff|sprengsatz|nervengas|sarin|ricin|anthrax"
+    r"|бомб|взрывчатк|взрывн|patlay\u0131c\u0131"
 )
 _KILL_TERMS = (
-    r"\bkill\w*|\bmurder\w*|töten|umbringen|ermorden|\btuer\b|\bassassiner|\bmatar\b"
+    r"\bkill|\bmurder|töten|umbringen|ermorden|\btuer\b|\bassassiner|\bmatar\b"
     r"|\basesinar|\buccidere|\bdoden\b|\bvermoorden|убить|убивать|\bzabić|öldürmek"
 )
 # Digits and symbols written for letters ("p1pe b0mb", "k1ll") read as the letters.
@@ -775,31 +925,73 @@ class ChatTitle:
     tags: tuple[str, ...]
 
 
+# Every span is bounded: an unbounded lazy ``.+?`` looking for a closing mark restarts at
+# each opening mark, quadratic in a text made of marks ("*_#[" repeated).
+_MARKDOWN_RES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Links and images: their text. A target may hold one level of parentheses, as
+    # Markdown allows ("f(x)"); the two alternatives start differently, so no backtracking.
+    (re.compile(r"!?\[([^\]]{0,300})\]\((?:[^()\n]|\([^()\n]{0,500}\)){0,2000}\)"), r"\1"),
+    (re.compile(r"^\s{0,3}(#{1,6}|>+|[-*+]|\d+[.)])\s+", re.MULTILINE), ""),  # headings, lists
+    (re.compile(r"(\*\*|__|~~|\*|_|`{1,3})(?=\S)(.{1,300}?)(?<=\S)\1"), r"\2"),  # emphasis, code
+    (re.compile(r"[*_`#|]+"), " "),  # what is left of markup
+)
+NEW_CHAT = "New chat"
+# The part of a message a heuristic title is taken from.
+TITLE_SOURCE_CHARS = 4000
+
+
+def plain_text(text: str) -> str:
+    """``text`` without Markdown markup (headings, emphasis, code ticks, links' targets,
+    list and quote markers), whitespace collapsed."""
+    for pattern, replacement in _MARKDOWN_RES:
+        text = pattern.sub(replacement, text)
+    return " ".join(text.split())
+
+
 def heuristic_title(text: str, *, category: str = "general") -> ChatTitle:
-    """A title from the message's first words (no model), for local-model instances."""
-    words = instruction_text(text).split()
-    title = " ".join(words[:8]).strip(" ?!.,:;")
+    """A title from the message's first eight words (no model; Markdown stripped), in the
+    message's own language; :data:`NEW_CHAT` only for a message without words."""
+    # Eight words need only the text's start (the whole text may be megabytes).
+    unquoted = _QUOTE_LINE_RE.sub(" ", _FENCE_RE.sub(" ", text[:TITLE_SOURCE_CHARS]))
+    words = instruction_text(plain_text(unquoted)).split()
+    title = " ".join(words[:8]).strip(" ?!.,:;-–—\"'")  # noqa: RUF001
     if len(words) > 8:
         title += "…"
-    return ChatTitle(title=title[:80] or "New chat", icon="chat", category=category, tags=())
+    return ChatTitle(title=title[:80] or NEW_CHAT, icon="chat", category=category, tags=())
+
+
+def _title_problem(title: str) -> str | None:
+    """Why a model's title is junk (None: usable)."""
+    if not title:
+        return "empty title"
+    if not any(ch.isalnum() for ch in title):
+        return "no letters in the title"
+    if title.casefold() == NEW_CHAT.casefold():
+        return "placeholder title"
+    if title.lstrip().startswith(("{", "[")):
+        return "JSON instead of a title"
+    return None
 
 
 async def title_generate(
     *, text: str, language: str, instance: Instance, chat_id: str
-) -> ChatTitle | None:
-    """Fast-tier title, icon, category and tags (≤ 10); None on failure. The instruction
-    names ``language`` (an ISO 639 code) in words: the title is written in it."""
+) -> ChatTitle:
+    """Fast-tier title, icon, category and tags (≤ 10). The instruction names
+    ``language`` (an ISO 639 code) in words: the title is written in it. When the call
+    fails or returns junk, :func:`heuristic_title` of ``text`` (logged with the reason),
+    so a chat never keeps "New chat" after its first answer."""
     name = language_name(language)
     messages = [
         {
             "role": "system",
             "content": "Name this conversation from its first message. Answer with JSON: "
-            "title (at most 8 words), icon (one lowercase word naming an icon), category "
-            "(one lowercase word), tags (at most 10 short keywords). The conversation is in "
-            f"{name}: write the title in {name}.",
+            "title (at most 8 words, plain text without Markdown), icon (one lowercase word "
+            "naming an icon), category (one lowercase word), tags (at most 10 short "
+            f"keywords). The conversation is in {name}: write the title in {name}.",
         },
         {"role": "user", "content": text[:4000]},
     ]
+    started = time.perf_counter()
     try:
         result = await llm.complete(
             tier="fast",
@@ -810,12 +1002,13 @@ async def title_generate(
             stage="title",
             chat_id=chat_id,
         )
-    except llm.LLMError:
-        return None
+    except llm.LLMError as exc:
+        return _title_fallback(text, chat_id, f"the title call failed: {exc}", started)
     data = result.data if isinstance(result.data, dict) else {}
-    title = str(data.get("title") or "").strip()[:80]
-    if not title:
-        return None
+    title = plain_text(str(data.get("title") or ""))[:80]
+    problem = _title_problem(title)
+    if problem:
+        return _title_fallback(text, chat_id, problem, started)
     raw_tags = data.get("tags")
     tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
     return ChatTitle(
@@ -824,6 +1017,16 @@ async def title_generate(
         category=str(data.get("category") or "general")[:40],
         tags=tuple(str(tag)[:40] for tag in tags[:10]),
     )
+
+
+def _title_fallback(text: str, chat_id: str, reason: str, started: float) -> ChatTitle:
+    logger.warning(
+        "chat %s: heuristic title (%s, after %.0f ms)",
+        chat_id,
+        reason,
+        (time.perf_counter() - started) * 1000,
+    )
+    return heuristic_title(text)
 
 
 # --- the whole step -------------------------------------------------------------------------
@@ -849,6 +1052,8 @@ class Preprocessed:
     mate_category: str | None
     memory_categories: tuple[str, ...]
     safety: SafetyScores
+    # Why each of ``tools`` was chosen, in the same order.
+    tool_reasons: tuple[str, ...] = ()
 
 
 def preprocess(
@@ -862,8 +1067,16 @@ def preprocess(
     requested_tier: str | None = None,
     requested_tools: Sequence[str] | None = None,
     fallback_language: str | None = None,
+    offer_all_tools_up_to: int | None = None,
 ) -> Preprocessed:
-    """Every local decision for one message (no I/O; about a millisecond)."""
+    """Every local decision for one message (no I/O but the local embedding model; a
+    millisecond or two, more when the embedding runs: bench/preprocess_quality.py).
+
+    ``offer_all_tools_up_to`` (None: the instance's ``tools_offer_all_up_to``; 0: never)
+    offers every candidate when there are at most that many (:func:`tool_choices`).
+    """
+    if offer_all_tools_up_to is None:
+        offer_all_tools_up_to = instance.tools_offer_all_up_to
     text = strip_invisible(content)
     language = detect_language(
         text, fallback=fallback_language or instance.default_language or "en"
@@ -871,13 +1084,22 @@ def preprocess(
     tier, reason = choose_tier(
         text, previous_assistant=previous_assistant, requested=requested_tier, role=role
     )
+    choices = tool_choices(
+        text,
+        candidates,
+        requested=requested_tools,
+        offer_all_up_to=offer_all_tools_up_to,
+        language=language,
+        semantic=previous_assistant is None,
+    )
     return Preprocessed(
         content=text,
         language=language,
         tier=tier,
         model=tier_model(tier, instance),
         reason=reason,
-        tools=preselect_tools(text, candidates, requested=requested_tools),
+        tools=tuple(choice.name for choice in choices),
+        tool_reasons=tuple(choice.reason for choice in choices),
         mate_category=choose_mate_category(text, mate_categories),
         memory_categories=memory_categories(text),
         safety=heuristic_safety(text),

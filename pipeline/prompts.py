@@ -18,14 +18,17 @@ results to what the context leaves before the next model call (fair shares, an e
 ``[truncated: N of M characters shown]`` marker; older history is dropped first when not
 even :data:`MIN_TOOL_RESULT_TOKENS` per result would fit).
 
-Memories come through :func:`memory_retriever_set`, which the memories app calls with
-``async retriever(*, user_id, instance, query, categories) -> list[str]``; without one
+Memories come through :func:`memory_retriever_set`, which ``pipeline.apps`` calls at
+start-up with ``memories.search.amemories_for_prompt`` (``async retriever(*, user_id,
+instance, query, categories) -> list[str]``, best first); :func:`memories_retrieve` keeps
+what fits :data:`MEMORY_BUDGET_TOKENS` (docs/architecture.md §12). Without a retriever
 no memories are used.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -37,6 +40,8 @@ from pipeline.tool_output import (
     fence_tool_output,
     tool_output_escape,
 )
+
+logger = logging.getLogger(__name__)
 
 MAX_HISTORY = 15
 # Tokens kept free for the answer: this many, at most a quarter of the context.
@@ -54,6 +59,11 @@ MIN_TOOL_RESULT_TOKENS = 64
 HISTORY_TOOL_OUTPUT_SHARE = 0.25
 TRUNCATION_MARKER = "[truncated: {shown} of {total} characters shown]"
 
+# What retrieved memories may take of the system prompt (estimated tokens), and per
+# memory for its list marker and line break.
+MEMORY_BUDGET_TOKENS = 500
+MEMORY_LINE_TOKENS = 2
+
 MemoryRetriever = Callable[..., Awaitable[list[str]]]
 _memory_retriever: MemoryRetriever | None = None
 
@@ -67,14 +77,30 @@ def memory_retriever_set(retriever: MemoryRetriever | None) -> None:
 async def memories_retrieve(
     *, user_id: int | str, instance: Any, query: str, categories: Sequence[str]
 ) -> list[str]:
-    """Memory texts relevant to ``query`` in the allowed ``categories`` (may be empty)."""
+    """Memory texts relevant to ``query`` in the allowed ``categories``, best first,
+    together at most :data:`MEMORY_BUDGET_TOKENS` estimated tokens (may be empty).
+
+    Nothing is asked of the retriever without allowed categories. Memories are an aid,
+    not part of the answer: a retriever that fails (Vault, the embedding model) is
+    logged and the turn goes on without them.
+    """
     if _memory_retriever is None or not categories:
         return []
-    return list(
-        await _memory_retriever(
+    try:
+        found = await _memory_retriever(
             user_id=user_id, instance=instance, query=query, categories=list(categories)
         )
-    )
+    except Exception:
+        logger.exception("memories could not be retrieved for user %s", user_id)
+        return []
+    kept: list[str] = []
+    used = 0
+    for text in found:
+        used += estimate_tokens(str(text)) + MEMORY_LINE_TOKENS
+        if used > MEMORY_BUDGET_TOKENS:
+            break
+        kept.append(str(text))
+    return kept
 
 
 def system_prompt_build(

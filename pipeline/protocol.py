@@ -18,18 +18,20 @@ Validation is strict (no coercion: ``"3"`` is not a version) and extra fields ar
 because docs/protocol.md §1 lets clients add fields.
 
 :class:`ErrorCode` holds the §8 codes; :func:`error_for_exception` is the one mapping of an
-unexpected failure (Vault, Redis, anything else) to a code and message, for the consumer
-and the turn alike.
+unexpected failure (Vault, Redis, a model call, anything else) to a code and message, for
+the consumer and the turn alike, and :func:`error_reason` gives a model call's reason.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import math
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import redis
 from django.conf import settings
@@ -41,10 +43,14 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from openmates import llm
 from openmates.ids import (
+    MAX_FILE_BYTES,
+    MAX_FILES_BYTES,
     MAX_MESSAGE_CIPHERTEXT_CHARS,
     MAX_REPLY_BYTES,
     envelope_problem,
@@ -52,6 +58,7 @@ from openmates.ids import (
 )
 from openmates.ids import ciphertext_chars as ciphertext_chars  # one of the size limits
 from openmates.vault import VaultError
+from pipeline.file_types import file_kind
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +73,26 @@ MAX_CONTENT_BYTES = 64 * 1024
 # the REST API takes the same.
 # The stored envelope and its frame's other fields fit in one bulk frame.
 assert MAX_MESSAGE_CIPHERTEXT_CHARS + MAX_FRAME_BYTES <= MAX_BULK_FRAME_BYTES
+# A message.send with files is a bulk frame: their base64 and the rest of the frame fit.
+MAX_FILES = 8
+assert 4 * -(-MAX_FILES_BYTES // 3) + MAX_FRAME_BYTES * 2 <= MAX_BULK_FRAME_BYTES
+
+
+def max_file_bytes() -> int:
+    """One attached file's limit in bytes: ``PIPELINE_MAX_FILE_BYTES``, never above
+    :data:`openmates.ids.MAX_FILE_BYTES` (docs/protocol.md §13)."""
+    return max(1, min(int(settings.PIPELINE_MAX_FILE_BYTES), MAX_FILE_BYTES))
+
+
+def max_files_bytes() -> int:
+    """A message's files' limit in bytes together: ``PIPELINE_MAX_FILES_BYTES``, never
+    above :data:`openmates.ids.MAX_FILES_BYTES`."""
+    return max(1, min(int(settings.PIPELINE_MAX_FILES_BYTES), MAX_FILES_BYTES))
+
+
+def max_files() -> int:
+    """How many files one message may carry: ``PIPELINE_MAX_FILES``, at most 8."""
+    return max(0, min(int(settings.PIPELINE_MAX_FILES), MAX_FILES))
 
 
 def max_reply_bytes() -> int:
@@ -79,6 +106,8 @@ _SLUG_RE = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 _TOOL_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 _REQUEST_ID_RE = re.compile(r"^[-a-zA-Z0-9_.:]{1,128}$")
 _SIZE_ERROR = "content_too_large"
+_FILE_SIZE_ERROR = "file_too_large"
+_FILE_TYPE_ERROR = "unsupported_file"
 # A JSON escape of a UTF-16 surrogate, or a raw surrogate (a server hands over decoded
 # UTF-8, so only the escape happens on the wire; the raw form guards in-process callers).
 _SURROGATE_ESCAPE_RE = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
@@ -108,6 +137,9 @@ class ErrorCode(StrEnum):
     VAULT_UNAVAILABLE = "vault_unavailable"
     CACHE_UNAVAILABLE = "cache_unavailable"
     INTERNAL = "internal"
+    # docs/protocol.md §13: an attached file over its limit, or one that cannot be read.
+    FILE_TOO_LARGE = "file_too_large"
+    UNSUPPORTED_FILE = "unsupported_file"
 
 
 def error_for_exception(exc: BaseException, *, doing: str) -> tuple[ErrorCode, str]:
@@ -117,7 +149,9 @@ def error_for_exception(exc: BaseException, *, doing: str) -> tuple[ErrorCode, s
     A Vault outage is ``vault_unavailable`` and a Redis failure ``cache_unavailable``
     (both worth retrying, logged as warnings); a Vault refusal (a missing key, a refused
     token) is ``internal`` with :data:`VAULT_SETUP_FAULT`, logged as an error, since
-    retrying will not help; anything else is ``internal``, logged with its traceback.
+    retrying will not help; a failed model call (``openmates.llm.LLMError``) is
+    ``provider_error`` with its reason's text (:func:`error_reason` gives the reason);
+    anything else is ``internal``, logged with its traceback.
     """
     if isinstance(exc, VaultError) and exc.is_outage:
         logger.warning("%s: Vault unavailable: %s", doing, exc)
@@ -128,8 +162,17 @@ def error_for_exception(exc: BaseException, *, doing: str) -> tuple[ErrorCode, s
     if isinstance(exc, redis.RedisError):
         logger.warning("%s: Redis unavailable: %r", doing, exc, exc_info=exc)
         return ErrorCode.CACHE_UNAVAILABLE, "The cache is unavailable; try again shortly."
+    if isinstance(exc, llm.LLMError):
+        logger.warning("%s: model call failed: %s (%s)", doing, exc.code, exc)
+        return ErrorCode.PROVIDER_ERROR, llm.FAILURE_REASONS[exc.reason]
     logger.error("%s failed", doing, exc_info=exc)
     return ErrorCode.INTERNAL, "Something went wrong; try again."
+
+
+def error_reason(exc: BaseException) -> str | None:
+    """The ``reason`` of the ``error`` frame for ``exc``: a model call's failure reason
+    (``openmates.llm.FAILURE_REASONS``, docs/protocol.md §8), else None."""
+    return exc.reason if isinstance(exc, llm.LLMError) else None
 
 
 class FrameError(Exception):
@@ -203,6 +246,7 @@ Version = Annotated[int, Field(ge=0)]
 Role = Literal["user", "assistant"]
 Tier = Literal["fast", "standard", "heavy"]
 MemoryCategory = Literal["preference", "fact", "event", "relationship", "decision", "general"]
+MEMORY_CATEGORIES: tuple[str, ...] = get_args(MemoryCategory)
 
 
 class _Model(BaseModel):
@@ -225,6 +269,52 @@ class HistoryMessage(_Model):
     def _content_for_role(cls, value: str, info: ValidationInfo) -> str:
         assistant = info.data.get("role") == "assistant"
         return _content_within(value, MAX_REPLY_BYTES if assistant else MAX_CONTENT_BYTES)
+
+
+class HistoryFile(_Model):
+    """A file of an earlier user message, sent again with ``chat.history``
+    (docs/protocol.md §13): as :class:`FileAttachment`, but ``data`` may be left out (an
+    image, which the history only names, or a file there was no room for in the frame).
+    Checked here: the base64 and the size (``file_too_large``). Its type and content are
+    not: the message was accepted with it, and one that does not read becomes a note in
+    the message's text (``pipeline.files.earlier_file``) rather than a refused history
+    the turn would wait on."""
+
+    embed_id: Uuid7
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    mime: Annotated[str, Field(max_length=127)]
+    data: str | None = None
+
+    @field_validator("data")
+    @classmethod
+    def _decodable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        try:
+            decoded = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise PydanticCustomError("base64", "data must be standard base64") from None
+        if len(decoded) > max_file_bytes():
+            name = str(info.data.get("name", "a file"))[:80]
+            raise PydanticCustomError(
+                _FILE_SIZE_ERROR, f"{name!r} is larger than {_size(max_file_bytes())}"
+            )
+        return value
+
+
+class ChatHistoryMessage(HistoryMessage):
+    """One message of a ``chat.history`` answer: a user message may carry ``files``, its
+    files again (at most 8, distinct embed ids; docs/protocol.md §13)."""
+
+    files: Annotated[list[HistoryFile], Field(max_length=MAX_FILES)] | None = None
+
+    @model_validator(mode="after")
+    def _files_of_a_question(self) -> ChatHistoryMessage:
+        if self.files and self.role != "user":
+            raise PydanticCustomError("files_role", "only a user message carries files")
+        if len({f.embed_id for f in self.files or ()}) != len(self.files or ()):
+            raise PydanticCustomError("duplicate", "each file needs its own embed_id")
+        return self
 
 
 class Overrides(_Model):
@@ -263,19 +353,124 @@ class ChatDelete(_Model):
     request_id: RequestId | None = None
 
 
+def _size(limit: int) -> str:
+    """A byte limit as people read it: ``"2 MiB"``, ``"512 KiB"``, ``"1000 bytes"``."""
+    if limit % (1024 * 1024) == 0:
+        return f"{limit // (1024 * 1024)} MiB"
+    if limit >= 1024 * 1024:
+        return f"{limit / (1024 * 1024):.1f} MiB"
+    if limit % 1024 == 0:
+        return f"{limit // 1024} KiB"
+    return f"{limit} bytes"
+
+
+class FileAttachment(_Model):
+    """A file sent with a message (docs/protocol.md §13): the id of the embed the client
+    stores it as, its name (1-255 characters), its type and ``data``, standard base64 of
+    its bytes. Checked here: the base64, the size (``file_too_large``), that it is an
+    image or a text-like file whose first bytes match (``unsupported_file``); a text
+    file's UTF-8 and a PDF's text are read before the message is accepted
+    (``pipeline.files.turn_file``)."""
+
+    embed_id: Uuid7
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    mime: Annotated[str, Field(max_length=127)]
+    data: str
+
+    @property
+    def size(self) -> int:
+        """The file's size in bytes (from its base64's length)."""
+        return len(self.data) * 3 // 4 - self.data[-2:].count("=")
+
+    @model_validator(mode="after")
+    def _readable(self) -> FileAttachment:
+        limit = max_file_bytes()
+        try:
+            # The frame's own limit bounds what is decoded here.
+            decoded = base64.b64decode(self.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise PydanticCustomError("base64", "data must be standard base64") from None
+        if len(decoded) > limit:
+            raise PydanticCustomError(
+                _FILE_SIZE_ERROR, f"{self.name[:80]!r} is larger than {_size(limit)}"
+            )
+        if file_kind(mime=self.mime, name=self.name, head=decoded[:16]) is None:
+            raise PydanticCustomError(
+                _FILE_TYPE_ERROR,
+                f"{self.name[:80]!r} ({self.mime[:40] or 'no type'}) is not an image"
+                " (PNG, JPEG, WebP, GIF) or a text-like file (text, code, CSV, JSON, PDF)",
+            )
+        return self
+
+
+def _files_check(files: list[FileAttachment]) -> None:
+    """A frame's files within the count and total size limits, with distinct embed ids."""
+    if len(files) > max_files():
+        raise PydanticCustomError("too_many", f"at most {max_files()} files per message")
+    if len({f.embed_id for f in files}) != len(files):
+        raise PydanticCustomError("duplicate", "each file needs its own embed_id")
+    total = sum(f.size for f in files)
+    if total > max_files_bytes():
+        raise PydanticCustomError(
+            _FILE_SIZE_ERROR, f"the files together are larger than {_size(max_files_bytes())}"
+        )
+
+
 class MessageSend(_Model):
+    """``parent_id``: the answer the message follows on its branch, ``null`` for a first
+    message (an edit of the first question); absent: after the chat's newest message
+    (docs/protocol.md §3). ``parent_given`` tells the two apart. ``files``: attached
+    files (§13), distinct embed ids, within the count and total size limits."""
+
     type: Literal["message.send"]
     chat_id: Uuid7
     message_id: Uuid7
     content: Content
+    parent_id: Uuid7 | None = None
     history: Annotated[list[HistoryMessage], Field(max_length=500)] | None = None
     overrides: Overrides | None = None
+    files: Annotated[list[FileAttachment], Field(max_length=MAX_FILES)] | None = None
+
+    @property
+    def parent_given(self) -> bool:
+        return "parent_id" in self.model_fields_set
+
+    @model_validator(mode="after")
+    def _files_within(self) -> MessageSend:
+        _files_check(self.files or [])
+        return self
 
 
 class MessageRetry(_Model):
+    """Answer again a question whose turn ended failed, interrupted or cancelled, with
+    ``files`` its files again (docs/protocol.md §3, §13)."""
+
     type: Literal["message.retry"]
     chat_id: Uuid7
     message_id: Uuid7
+    files: Annotated[list[FileAttachment], Field(max_length=MAX_FILES)] | None = None
+
+    @model_validator(mode="after")
+    def _files_within(self) -> MessageRetry:
+        _files_check(self.files or [])
+        return self
+
+
+class MessageRegenerate(_Model):
+    """Answer again the question of the answer ``message_id``; ``content`` is that
+    question's text for the model and ``files`` its files (docs/protocol.md §3, §13)."""
+
+    type: Literal["message.regenerate"]
+    chat_id: Uuid7
+    message_id: Uuid7
+    content: Content
+    overrides: Overrides | None = None
+    files: Annotated[list[FileAttachment], Field(max_length=MAX_FILES)] | None = None
+
+    @model_validator(mode="after")
+    def _files_within(self) -> MessageRegenerate:
+        _files_check(self.files or [])
+        return self
 
 
 class MessageStore(_Model):
@@ -290,14 +485,18 @@ class ChatHistory(_Model):
     type: Literal["chat.history"]
     chat_id: Uuid7
     request_id: RequestId
-    messages: Annotated[list[HistoryMessage], Field(max_length=10_000)]
+    messages: Annotated[list[ChatHistoryMessage], Field(max_length=10_000)]
     summary: Annotated[str, Field(max_length=MAX_CONTENT_BYTES)] | None = None
 
 
 class MemoryConsent(_Model):
+    """The answer to a ``memory.request`` (its ``request_id``), or without one a change
+    made in the chat's UI: ``allowed`` then replaces every answer of the chat
+    (docs/protocol.md §3)."""
+
     type: Literal["memory.consent"]
     chat_id: Uuid7
-    request_id: RequestId
+    request_id: RequestId | None = None
     allowed: Annotated[list[MemoryCategory], Field(max_length=6)]
 
 
@@ -334,6 +533,7 @@ ClientFrame = (
     | ChatDelete
     | MessageSend
     | MessageRetry
+    | MessageRegenerate
     | MessageStore
     | ChatHistory
     | MemoryConsent
@@ -350,6 +550,7 @@ FRAME_TYPES: dict[str, type[_Model]] = {
     "chat.delete": ChatDelete,
     "message.send": MessageSend,
     "message.retry": MessageRetry,
+    "message.regenerate": MessageRegenerate,
     "message.store": MessageStore,
     "chat.history": ChatHistory,
     "memory.consent": MemoryConsent,
@@ -362,13 +563,16 @@ FRAME_TYPES: dict[str, type[_Model]] = {
 _ID_FIELDS = ("request_id", "chat_id", "task_id", "message_id")
 
 
-def frame_size_limit(frame_type: str) -> int:
+def frame_size_limit(frame_type: str, *, with_files: bool = False) -> int:
     """Largest allowed encoded size in bytes for a frame of ``frame_type``.
 
-    The bulk frames (whole histories, a stored reply's envelope, sync answers) may reach
-    4 MiB; every other frame, in either direction, 256 KiB.
+    The bulk frames (whole histories, a stored reply's envelope, sync answers, and a
+    ``message.send``, ``message.retry`` or ``message.regenerate`` ``with_files``) may
+    reach 4 MiB; every other frame, in either direction, 256 KiB.
     """
     if frame_type in BULK_FRAME_TYPES or frame_type.startswith("sync."):
+        return MAX_BULK_FRAME_BYTES
+    if with_files and frame_type in ("message.send", "message.retry", "message.regenerate"):
         return MAX_BULK_FRAME_BYTES
     return MAX_FRAME_BYTES
 
@@ -382,12 +586,21 @@ def _ids_of(raw: dict[str, Any]) -> dict[str, str]:
     }
 
 
+_CODE_OF_ERROR = {
+    _SIZE_ERROR: ErrorCode.FRAME_TOO_LARGE,
+    _FILE_SIZE_ERROR: ErrorCode.FILE_TOO_LARGE,
+    _FILE_TYPE_ERROR: ErrorCode.UNSUPPORTED_FILE,
+}
+
+
 def _describe(error: ValidationError) -> tuple[ErrorCode, str]:
-    first = error.errors(include_url=False)[0]
+    errors = error.errors(include_url=False)
+    first = errors[0]
     code = ErrorCode.INVALID_FRAME
-    if any(e["type"] == _SIZE_ERROR for e in error.errors(include_url=False)):
-        code = ErrorCode.FRAME_TOO_LARGE
-        first = next(e for e in error.errors(include_url=False) if e["type"] == _SIZE_ERROR)
+    coded = [e for e in errors if e["type"] in _CODE_OF_ERROR]
+    if coded:
+        first = coded[0]
+        code = _CODE_OF_ERROR[first["type"]]
     where = ".".join(str(part) for part in first["loc"]) or "frame"
     return code, f"{where}: {first['msg']}"
 
@@ -471,7 +684,7 @@ def parse_frame(text: str | None, bytes_data: bytes | None = None) -> ClientFram
     model = FRAME_TYPES.get(frame_type)
     if model is None:
         raise FrameError(ErrorCode.UNKNOWN_TYPE, f"unknown frame type {frame_type[:64]!r}", **ids)
-    limit = frame_size_limit(frame_type)
+    limit = frame_size_limit(frame_type, with_files=bool(raw.get("files")))
     if size > limit:
         raise FrameError(
             ErrorCode.FRAME_TOO_LARGE,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -281,6 +282,23 @@ async def record_delete(record: TaskRecord) -> None:
         await pipe.execute()
 
 
+async def turn_forget(record: TaskRecord) -> bool:
+    """An ended turn's Redis clean-up in one round trip: the chat's lease given back (or
+    the queue left; another task's lease is kept), the record deleted
+    (:func:`record_delete`); returns whether its chat was deleted meanwhile (as
+    :func:`chat_deleted`), read in the same round trip (one ``MULTI``)."""
+    async with redis_client().pipeline(transaction=True) as pipe:
+        pipe.eval(
+            _RELEASE, 2, _lease_key(record.chat_id), _queue_key(record.chat_id), record.task_id
+        )
+        pipe.delete(_record_key(record.task_id), _alive_key(record.task_id))
+        pipe.srem(_user_key(record.user_id), record.task_id)
+        pipe.srem(_RUNNING_KEY, record.task_id)
+        pipe.exists(chat_cache.deleted_chat_key(record.chat_id))
+        replies = await pipe.execute()
+    return bool(replies[-1])
+
+
 async def user_records(user_id: int | str) -> list[TaskRecord]:
     """The user's queued and running tasks."""
     task_ids = [_str(tid) for tid in await redis_client().smembers(_user_key(user_id))]
@@ -449,16 +467,46 @@ async def snapshot_load(*, user_id: int | str, task_id: str) -> Snapshot | None:
     )
 
 
+# For each counter i (KEYS[i]): create it at 0 for ARGV[2i] s unless it exists, count one
+# event, and stop at the first over its limit ARGV[2i-1] (the counters after it are not
+# counted: a refused frame is no turn). Returns that counter's 1-based index, else 0.
+_RATE_LIMITS = """
+for i, key in ipairs(KEYS) do
+  redis.call('SET', key, 0, 'EX', ARGV[2 * i], 'NX')
+  if redis.call('INCR', key) > tonumber(ARGV[2 * i - 1]) then return i end
+end
+return 0
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """A fixed-window limit: at most ``limit`` events of ``kind`` per ``window_s`` seconds."""
+
+    kind: str
+    limit: int
+    window_s: int
+
+
+async def rate_limits_hit(*, user_id: int | str, limits: Sequence[RateLimit]) -> RateLimit | None:
+    """Count one event against each of ``limits`` in order, in one round trip; return
+    the first limit the user is now over (the later ones are then not counted), or None.
+
+    Keys: ``om:rl:{uid}:{kind}:{window number}``, each living one window and a second.
+    """
+    if not limits:
+        return None
+    now = time.time()
+    keys = [f"{PREFIX}rl:{user_id}:{lim.kind}:{int(now // lim.window_s)}" for lim in limits]
+    args = [value for lim in limits for value in (lim.limit, lim.window_s + 1)]
+    over = int(await redis_client().eval(_RATE_LIMITS, len(keys), *keys, *args))
+    return limits[over - 1] if over else None
+
+
 async def rate_limit_hit(*, user_id: int | str, kind: str, limit: int, window_s: int) -> bool:
     """Count one event of ``kind`` for the user; True when over ``limit`` per window."""
-    window = int(time.time() // window_s)
-    key = f"{PREFIX}rl:{user_id}:{kind}:{window}"
-    async with redis_client().pipeline(transaction=False) as pipe:
-        # SET NX then INCR: EXPIRE's NX option needs Redis 7 (the embedded one is 6.2).
-        pipe.set(key, 0, ex=window_s + 1, nx=True)
-        pipe.incr(key)
-        _, count = await pipe.execute()
-    return int(count) > limit
+    hit = await rate_limits_hit(user_id=user_id, limits=[RateLimit(kind, limit, window_s)])
+    return hit is not None
 
 
 # --- per-chat pipeline state (sealed like the AI cache) -----------------------------------

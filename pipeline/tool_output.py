@@ -6,7 +6,8 @@ returns the form everything downstream uses — the tool message of the round, t
 cached for later turns' history, the ``embed.update`` the client stores — so no copy of
 a tool's raw text reaches a model later. Screening: invisible Unicode (format characters
 such as the U+E0000 tag block) stripped from every string, then the whole output scored
-0-10 for prompt injection (:func:`injection_score`): below :data:`INJECTION_REDACT` kept,
+0-10 for prompt injection (:func:`pipeline.injection.injection_score`: hidden text
+decoded first, multilingual signals summed): below :data:`INJECTION_REDACT` kept,
 from it up to below :data:`INJECTION_BLOCK` the matching phrases replaced by
 ``[redacted]``, from :data:`INJECTION_BLOCK` on the result (or error) withheld. The
 screened dict carries ``"screening": {"score", "action"}``.
@@ -22,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pipeline.preprocess import strip_invisible
+from pipeline.injection import injection_score, redact_phrases, strip_invisible
 
 INJECTION_BLOCK = 7.0
 INJECTION_REDACT = 5.0
@@ -35,30 +36,6 @@ UNTRUSTED_NOTE = (
 _FENCE_CLOSE = "</tool_output>"
 
 Action = Literal["kept", "redacted", "withheld"]
-
-INJECTION_RULES: tuple[tuple[float, re.Pattern[str]], ...] = (
-    (
-        8.0,
-        re.compile(
-            r"\b(ignore|disregard|forget)\b.{0,30}\b(previous|prior|above|all)\b.{0,20}\b(instructions?|prompts?|rules)\b",
-            re.I,
-        ),
-    ),
-    (
-        7.5,
-        re.compile(
-            r"\b(reveal|print|show|repeat)\b.{0,30}\b(system prompt|hidden instructions?)\b", re.I
-        ),
-    ),
-    (5.5, re.compile(r"\b(you are now|act as|new instructions?|from now on you)\b", re.I)),
-    (5.0, re.compile(r"<\s*/?\s*(system|assistant)\s*>|\bBEGIN SYSTEM\b", re.I)),
-)
-
-
-def injection_score(text: str) -> float:
-    """0-10: how much ``text`` looks like instructions aimed at the model (the highest
-    score among :data:`INJECTION_RULES` that match; 0.0 when none does)."""
-    return max((score for score, pattern in INJECTION_RULES if pattern.search(text)), default=0.0)
 
 
 def injection_action(score: float) -> Action:
@@ -73,9 +50,7 @@ def injection_action(score: float) -> Action:
 
 
 def _redact(text: str) -> str:
-    for _, pattern in INJECTION_RULES:
-        text = pattern.sub(REDACTED, text)
-    return text
+    return redact_phrases(text, REDACTED)
 
 
 def _strings_mapped(value: Any, change: Callable[[str], str]) -> Any:
@@ -111,9 +86,11 @@ def screen_tool_output(output: Mapping[str, Any]) -> dict[str, Any]:
     redacted output still scores (a phrase that spans strings), it is withheld. Never
     raises for JSON-like input; the input is not modified.
     """
-    screened: dict[str, Any] = _strings_mapped(dict(output), strip_invisible)
-    screened.pop("screening", None)
-    score = injection_score(_scored_text(screened))
+    original = dict(output)
+    original.pop("screening", None)
+    screened: dict[str, Any] = _strings_mapped(original, strip_invisible)
+    # Scored as written: what the tag characters smuggled counts (decoded) before it goes.
+    score = injection_score(_scored_text(original))
     action = injection_action(score)
     if action == "redacted":
         screened = _strings_mapped(screened, _redact)

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -31,18 +31,20 @@ from typing import Any
 from chats import cache as chat_cache
 from chats import selectors as chat_selectors
 from chats import services as chat_services
-from chats.models import Chat
+from chats.models import Chat, ChatMode
 from instances.models import Instance, Mate
 from instances.selectors import mates_for_instance, prompt_sections_get
+from memories import selectors as memory_selectors
 from openmates import llm
 from pipeline import events as ev
+from pipeline import files as turn_files
 from pipeline import postprocess as post
 from pipeline import preprocess as pre
 from pipeline import prompts, state
 from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.mainprocess import MainContext, MainResult, respond
-from pipeline.protocol import ErrorCode, error_for_exception
+from pipeline.protocol import ErrorCode, error_for_exception, error_reason
 from pipeline.runtime import TurnControl, on_orphan
 from pipeline.safety_replies import safety_reply
 from skills.registry import ToolSpec
@@ -64,6 +66,11 @@ class TurnRequest:
 
     ``client_history``: messages the client sent with ``message.send`` (only for a chat
     the server has never seen). ``role``: the user's role in the instance.
+    ``done_count``: the chat's ``done`` messages, counted by the call that accepted the
+    turn (``None``: counted when the history loads). ``regenerate``: the turn answers an
+    answered question again (``message.regenerate``): its answer is a new version and the
+    question's status stays. ``files``: the files sent with the message, read in memory
+    (``pipeline.files``; docs/protocol.md §13).
     """
 
     task_id: str
@@ -78,6 +85,9 @@ class TurnRequest:
     requested_tier: str | None = None
     requested_tools: tuple[str, ...] | None = None
     requested_mate: str | None = None
+    done_count: int | None = None
+    regenerate: bool = False
+    files: tuple[turn_files.TurnFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -159,7 +169,14 @@ class _Progress:
     # The history came from the client (``chat.history``), which may also have changed
     # the notes: they are read again after it.
     history_from_client: bool = False
+    # The chat's messages off the question's branch (``chats.selectors.Branch``).
+    off_branch: frozenset[str] = frozenset()
     rejected: bool = False
+    # The message as the AI cache keeps it: with its files' text (``pipeline.files``).
+    question_text: str | None = None
+    # The main call's messages for a model that does not see images, when the question
+    # carries image parts (``pipeline.files.blind_messages``).
+    without_vision: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     title_task: asyncio.Task[pre.ChatTitle | None] | None = None
 
 
@@ -212,6 +229,7 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
         usage=result.usage,
         status=result.status,
         finish_reason=result.finish_reason,
+        language=progress.language,
     )
     if result.status != "done":
         return
@@ -248,6 +266,7 @@ def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
         chat_id=request.chat.pk,
         task_id=request.task_id,
         message_id=request.assistant_message_id,
+        reason=error_reason(exc),
     )
 
 
@@ -285,8 +304,13 @@ async def _answer(
         _, progress.notes, context = await side
     if progress.history_from_client:
         progress.notes = await state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk)
+    if progress.notes.summary_covers in progress.off_branch:
+        # A summary of another branch (before an edit) is not this branch's; it is made again.
+        progress.notes = replace(progress.notes, summary=None, summary_covers=None)
     plan = _plan(request, progress, context)
-    safety = await _safety_check(request, plan)
+    safety, plan = await asyncio.gather(
+        _safety_check(request, plan), _model_tools(request, plan, context)
+    )
     categories, ask = await _memory_consent(request, plan.decided.memory_categories)
     if ask:
         yield ev.MemoryRequest(chat_id=chat.pk, request_id=new_id(), categories=tuple(ask))
@@ -306,6 +330,7 @@ async def _answer(
         tier=plan.decided.tier,
         tools=tools,
         control=control,
+        without_vision=progress.without_vision,
     )
     async for event in respond(main, messages, progress.result):
         yield event
@@ -353,6 +378,20 @@ async def _safety_check(request: TurnRequest, plan: _Plan) -> pre.SafetyScores:
     return scored or heuristic
 
 
+async def _model_tools(request: TurnRequest, plan: _Plan, context: InstanceContext) -> _Plan:
+    """The plan with the fast tier's tool picks added, on first messages of instances
+    with ``model_tool_preselection`` (beside the safety check: ``pre.amodel_tools_merge``)."""
+    if not (plan.first and plan.use_model and request.instance.model_tool_preselection):
+        return plan
+    decided = await pre.amodel_tools_merge(
+        plan.decided,
+        candidates=context.candidates,
+        instance=request.instance,
+        chat_id=request.chat.pk,
+    )
+    return replace(plan, decided=decided)
+
+
 def _preprocess_done(
     request: TurnRequest, progress: _Progress, plan: _Plan, safety: pre.SafetyScores
 ) -> ev.PreprocessDone:
@@ -371,6 +410,7 @@ def _preprocess_done(
         model=decided.model,
         reason="safety_rejected" if safety.rejected else decided.reason,
         tools=decided.tools,
+        tool_reasons=dict(zip(decided.tools, decided.tool_reasons, strict=False)),
         mate=plan.mate.name if plan.mate else "",
         title=heuristic.title if heuristic else None,
         icon=heuristic.icon if heuristic else None,
@@ -433,17 +473,51 @@ async def _prompt_build(
 
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     messages += prompts.summary_exchange(progress.notes.summary)
-    question = {"role": "user", "content": decided.content}
+    question = await _question(request, progress, decided, context.context_tokens[decided.tier])
+    # Images count as IMAGE_TOKENS each, not as their base64.
+    sized = {"role": "user", "content": progress.question_text or decided.content}
     budget = prompts.history_budget_tokens(
         context_tokens=context.context_tokens[decided.tier],
-        fixed_messages=[*messages, question],
+        fixed_messages=[*messages, sized],
         tools=[t.llm_schema() for t in tools],
     )
+    budget -= sum(turn_files.IMAGE_TOKENS for f in request.files if f.kind == "image")
+    budget = max(0, budget)
     messages += await prompts.history_messages(
         progress.history, load_embed=load_embed, budget_tokens=budget
     )
     messages.append(question)
     return messages
+
+
+async def _question(
+    request: TurnRequest, progress: _Progress, decided: pre.Preprocessed, context_tokens: int
+) -> dict[str, Any]:
+    """The turn's user message for the model: its text, with the files' text cut to
+    their share of the tier's context and the images as ``image_url`` parts; notes in
+    ``progress.question_text`` what the AI cache keeps of it and, when it has images, in
+    ``progress.without_vision`` the messages for a tier entry whose model does not see
+    them (a note in each image's place): the gateway decides per entry, so a fallback
+    without vision, and always a base model, gets text (docs/protocol.md §13)."""
+    if not request.files:
+        return {"role": "user", "content": decided.content}
+    budget = turn_files.files_budget_tokens(
+        context_tokens=context_tokens,
+        reserve_tokens=prompts.answer_reserve_tokens(context_tokens),
+    )
+    progress.question_text = turn_files.history_text(
+        decided.content, request.files, budget_tokens=budget
+    )
+    content = turn_files.user_content(
+        decided.content, request.files, vision=True, budget_tokens=budget
+    )
+    question = {"role": "user", "content": content}
+    if isinstance(content, list):
+        blind = turn_files.user_content(
+            decided.content, request.files, vision=False, budget_tokens=budget
+        )
+        progress.without_vision = turn_files.blind_messages(question, str(blind))
+    return question
 
 
 async def _title_wait(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone | None:
@@ -501,13 +575,36 @@ def _mate_choose(mates: Sequence[Mate], category: str | None, requested: str | N
 async def _memory_consent(
     request: TurnRequest, wanted: Sequence[str]
 ) -> tuple[list[str], list[str]]:
-    """``(allowed categories, categories to ask about now)``; asks once per chat."""
+    """``(allowed categories, categories to ask about now)`` (docs/architecture.md §12).
+
+    Only categories in which the user has memories count (``memory.request`` never asks
+    about one nothing can supply); each is asked about once per chat, and the turn goes
+    on without it until the answer. The chat's answers come from Redis; the user's
+    categories (one or two short queries) only when a wanted category is undecided or
+    allowed, so a chat whose answers are all "no" costs no database work.
+
+    A server-managed chat (``/v1``, ``manage.py chat``, a channel) has no client to ask:
+    its user is whoever holds the credential (an API key's or a channel person's
+    pseudo-user, or a user's own token), so every category not refused for the chat
+    counts as allowed and nothing is asked; the instance's and the user's memory
+    switches still decide.
+    """
     if not wanted or not request.instance.memory_enabled:
         return [], []
     consent = await state.memory_consent_get(request.chat.pk)
-    ask = [c for c in wanted if c not in consent]
+    if request.chat.mode == ChatMode.SERVER_MANAGED:
+        consent = {c: "denied" if consent.get(c) == "denied" else "allowed" for c in wanted}
+    if not any(c not in consent or consent[c] == "allowed" for c in wanted):
+        return [], []
+    held = await db_call(
+        memory_selectors.memory_categories_askable,
+        instance=request.instance,
+        user_id=request.user_id,
+    )
+    relevant = [c for c in wanted if held.get(c)]
+    ask = [c for c in relevant if c not in consent]
     await state.memory_consent_mark(request.chat.pk, dict.fromkeys(ask, "asked"))
-    return [c for c in wanted if consent.get(c) == "allowed"], ask
+    return [c for c in relevant if consent.get(c) == "allowed"], ask
 
 
 async def _load_history(
@@ -515,20 +612,21 @@ async def _load_history(
 ) -> AsyncIterator[ev.ServerEvent]:
     """Fill ``progress.history``; on a miss ask the client and wait for ``chat.history``."""
     chat = request.chat
-    expected, cached = await asyncio.gather(
-        db_call(chat_selectors.chat_done_message_count, chat_id=chat.pk),
+    branch, cached = await asyncio.gather(
+        _branch(request, control),
         chat_cache.ai_history_read(user_id=request.user_id, chat_id=chat.pk),
     )
-    loaded = cached.complete_for(expected)
+    loaded = cached.along(branch.path, branch.off_branch)
+    expected = len(branch.path)
+    progress.off_branch = branch.off_branch
     # The client's history counts when the server holds none: a miss, or a chat it has
     # never answered (an imported one has no done messages, so its empty cache is no miss).
     if not loaded.messages and request.client_history:
         await chat_cache.ai_history_store(
             user_id=request.user_id, chat_id=chat.pk, messages=list(request.client_history)
         )
-        loaded = await chat_cache.ai_history_load(
-            user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
-        )
+        stored = await chat_cache.ai_history_read(user_id=request.user_id, chat_id=chat.pk)
+        loaded = stored.along(branch.path, branch.off_branch)
     if loaded.messages is None:
         request_id = new_id()
         await state.history_request_save(
@@ -552,11 +650,25 @@ async def _load_history(
                     task_id=request.task_id,
                 )
             ) from None
-        loaded = await chat_cache.ai_history_load(
-            user_id=request.user_id, chat_id=chat.pk, expected_done_count=0
-        )
+        # What the client sent is all it holds: the branch's part of it, whatever is missing.
+        answered = await chat_cache.ai_history_read(user_id=request.user_id, chat_id=chat.pk)
+        loaded = answered.along((), branch.off_branch)
         progress.history_from_client = True
     progress.history = list(loaded.messages or [])
+
+
+_NO_BRANCH = chat_selectors.Branch(path=(), off_branch=frozenset())
+
+
+async def _branch(request: TurnRequest, control: TurnControl) -> chat_selectors.Branch:
+    """The branch the turn's question continues (``chats.selectors.message_branch``); no
+    query for a chat with no done message when the turn was accepted and did not wait in
+    the chat's queue (the turns before it answered meanwhile)."""
+    if request.done_count == 0 and not control.queued:
+        return _NO_BRANCH
+    return await db_call(
+        chat_selectors.message_branch, chat_id=request.chat.pk, message_id=request.message_id
+    )
 
 
 async def _finalize(request: TurnRequest, progress: _Progress) -> None:
@@ -570,7 +682,11 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
         result.status = "cancelled"
         return
     if result.status == "done":
-        user_entry = {"message_id": request.message_id, "role": "user", "content": request.content}
+        user_entry = {
+            "message_id": request.message_id,
+            "role": "user",
+            "content": progress.question_text or request.content,
+        }
         reply_entry = {
             "message_id": request.assistant_message_id,
             "role": "assistant",
@@ -595,6 +711,7 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             model=result.model,
             usage=result.usage,
             title=progress.notes.title,
+            question_kept=request.regenerate,
         )
     except chat_services.NotFound:
         # Deleted between the check above and now; the runtime drops what was cached.

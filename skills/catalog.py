@@ -1,11 +1,13 @@
-"""The built-in skill catalog (version 1 of each), seeded by migration ``0002_seed_catalog``.
+"""The built-in skill catalog (version 1 of each), seeded by migrations ``0002_seed_catalog``
+(the first five) and ``0003_seed_memory_skill`` (Memory, for databases seeded before it).
 
-``catalog_seed`` takes the model classes so the migration can pass its historical models
+``catalog_seed`` takes the model classes so a migration can pass its historical models
 and ``skills.services.skill_catalog_seed`` the current ones; it is idempotent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 CATALOG: list[dict[str, Any]] = [
@@ -63,13 +65,33 @@ CATALOG: list[dict[str, Any]] = [
         "preprocessing_hint": "Weather, temperature outside, rain, wind at a place.",
         "tool_names": ["weather"],
     },
+    {
+        # On by default like the instance's memory switch (Instance.memory_enabled): each
+        # user can still turn memory off or forget everything on the memories page.
+        "slug": "memory",
+        "name": "Memory",
+        "enabled_by_default": True,
+        "description": "Searches and saves what the assistant remembers about the user.",
+        "instructions": (
+            "Use memory_search when earlier conversations with this user may hold the answer "
+            "(their preferences, facts about them, past events or decisions). Use memory_save "
+            "when the user tells you something lasting about themselves or asks you to "
+            "remember it: one short, self-contained sentence per call. Never save secrets "
+            "such as passwords or card numbers."
+        ),
+        "preprocessing_hint": "Remember this, what do you know about me, my preferences.",
+        "tool_names": ["memory_search", "memory_save"],
+    },
 ]
 
 
-def catalog_seed(skill_model: Any, version_model: Any) -> int:
-    """Create every catalog skill and its version 1 that is missing; returns how many skills."""
+def catalog_seed(skill_model: Any, version_model: Any, slugs: Collection[str] | None = None) -> int:
+    """Create every catalog skill (only those of ``slugs`` when given) and its version 1
+    that is missing; returns how many skills were created."""
     created = 0
     for entry in CATALOG:
+        if slugs is not None and entry["slug"] not in slugs:
+            continue
         skill, made = skill_model.objects.get_or_create(
             slug=entry["slug"],
             defaults={"name": entry["name"], "enabled_by_default": entry["enabled_by_default"]},

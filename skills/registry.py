@@ -17,6 +17,11 @@ left out arrive as ``None``). ``context`` is a ``ToolContext``:
 * ``secrets`` (Mapping[str, str]) — the plaintext values of the tool's
   ``required_secrets`` (exactly those, nothing else).
 
+For pre-processing (docs/architecture.md §6), a tool may bring ``examples`` (a few
+requests it answers, in several languages: preselection compares a message with them)
+and ``triggers`` (regular expressions, matched case-insensitively, that select the tool
+on their own: phrasings in many languages that leave no doubt).
+
 ``idempotent`` (default True) says whether running the call twice is harmless. The
 executor retries a timed-out or raising call once only for idempotent tools; a tool that
 writes (saves a memory, sends a message) registers with ``idempotent=False`` so a
@@ -80,6 +85,9 @@ class ToolSpec:
     module: str = ""
     # False for tools with side effects: never retried (see the module docstring).
     idempotent: bool = True
+    # Example requests and trigger patterns for preselection (see the module docstring).
+    examples: tuple[str, ...] = ()
+    triggers: tuple[re.Pattern[str], ...] = ()
 
     def llm_schema(self) -> dict[str, Any]:
         """The tool in the OpenAI/LiteLLM ``tools`` format."""
@@ -142,6 +150,27 @@ def parameters_validate(name: str, parameters: Mapping[str, Any]) -> None:
             )
 
 
+def triggers_compile(
+    name: str, triggers: tuple[str, ...] | list[str]
+) -> tuple[re.Pattern[str], ...]:
+    """``triggers`` compiled case-insensitively.
+
+    Raises:
+        ToolRegistrationError: a pattern is not a valid regular expression, or matches
+            the empty string (it would select the tool for every message).
+    """
+    compiled = []
+    for pattern in triggers:
+        try:
+            regex = re.compile(pattern, re.IGNORECASE)
+        except re.error as exc:
+            raise ToolRegistrationError(f"{name}: bad trigger {pattern!r}: {exc}") from exc
+        if regex.search(""):
+            raise ToolRegistrationError(f"{name}: trigger {pattern!r} matches every message")
+        compiled.append(regex)
+    return tuple(compiled)
+
+
 class ToolRegistry:
     """Tools by name, plus which module registered which (for the empty-module check)."""
 
@@ -162,15 +191,18 @@ class ToolRegistry:
         execute: ToolExecute,
         required_secrets: tuple[str, ...] | list[str] = (),
         idempotent: bool = True,
+        examples: tuple[str, ...] | list[str] = (),
+        triggers: tuple[str, ...] | list[str] = (),
     ) -> ToolSpec:
         """Add a tool; returns its spec.
 
         ``idempotent=False`` marks a tool with side effects, which the executor never
-        retries.
+        retries. ``examples`` and ``triggers`` serve preselection (module docstring).
 
         Raises:
             ToolRegistrationError: bad name, empty description, a sync ``execute``, invalid
-                schema, or a name that is already registered.
+                schema, a blank example, a bad trigger pattern, or a name that is already
+                registered.
         """
         if not TOOL_NAME_RE.match(name):
             raise ToolRegistrationError(f"bad tool name {name!r} (lowercase, digits, '_')")
@@ -182,6 +214,9 @@ class ToolRegistry:
         if not inspect.iscoroutinefunction(execute):
             raise ToolRegistrationError(f"{name}: execute must be an async function")
         parameters_validate(name, parameters)
+        if any(not example.strip() for example in examples):
+            raise ToolRegistrationError(f"{name}: an example request is blank")
+        compiled = triggers_compile(name, triggers)
         module = self._importing or getattr(execute, "__module__", "") or ""
         spec = ToolSpec(
             name=name,
@@ -192,6 +227,8 @@ class ToolRegistry:
             required_secrets=tuple(required_secrets),
             module=module,
             idempotent=idempotent,
+            examples=tuple(example.strip() for example in examples),
+            triggers=compiled,
         )
         self._tools[name] = spec
         self._by_module.setdefault(module, []).append(name)

@@ -46,7 +46,8 @@ class Reply:
     complete calls ``{"id", "name", "arguments"}`` (arguments as a str or a dict), each
     streamed as one fragment at its own index; ``tool_fragments`` are raw stream
     fragments ``{"index", "id", "name", "arguments"}`` for the awkward cases.
-    ``error`` (an HTTP status) is raised before anything is sent; with
+    ``error`` (an HTTP status; 599 a refused connection, 408 LiteLLM's ``Timeout``, 413
+    its ``ContextWindowExceededError``) is raised before anything is sent; with
     ``error_after`` it is raised after that many chunks. ``finish_reason=None`` ends the
     stream without a finish. ``delay_s`` is waited before every chunk.
     """
@@ -96,6 +97,10 @@ def _error(status: int, message: str, model: str) -> Exception:
         return litellm.ServiceUnavailableError(**kwargs)
     if status == 599:  # stands for "the connection failed"
         return litellm.APIConnectionError(**kwargs)
+    if status == 408:
+        return litellm.Timeout(**kwargs)
+    if status == 413:  # stands for "the prompt exceeds the context window"
+        return litellm.ContextWindowExceededError(**kwargs)
     return litellm.InternalServerError(**kwargs)
 
 

@@ -67,6 +67,10 @@ def llm_guard(settings: Any, monkeypatch: pytest.MonkeyPatch) -> Generator[None,
 
     provider = scripted_provider()
     provider.reset()
+    from openmates.llm import endpoint_outcomes_forget
+
+    # A failure an earlier test scripted must not make this test's readiness "down".
+    endpoint_outcomes_forget()
     settings.LLM_DEFAULT_TIERS = SCRIPTED_TIERS
     settings.LLM_RETRY_BACKOFF_S = 0.0
     real_connect = socket.socket.connect

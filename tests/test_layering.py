@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("openmates", "instances", "accounts", "memories", "chats", "skills", "pipeline")
+PACKAGES = (
+    "openmates",
+    "instances",
+    "accounts",
+    "memories",
+    "chats",
+    "skills",
+    "pipeline",
+    "openai_api",
+    "messaging",
+)
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

@@ -13,7 +13,8 @@ queue (``task.queued``) until the lease is handed to it. Its frames go out throu
 Other processes reach a turn through its owner's control channel (the task record's
 ``owner``): ``turn.subscribe``, ``turn.cancel``, ``turn.history``, ``skill.cancel``.
 New turns are announced to the user's group (``user.<id>``) so the user's other sockets
-subscribe.
+subscribe: a queued turn when it queues, a running one after its first delta (or a frame
+asking the user something, or its end).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 from channels.layers import get_channel_layer
 from django.db import close_old_connections
 
@@ -43,6 +44,8 @@ from pipeline.runtime.reaper import Heartbeat, orphan_fail
 logger = logging.getLogger(__name__)
 
 QUEUE_POLL_S = 0.05
+# Frames any socket of the user may answer: a turn sending one is announced then.
+_ASKS_THE_USER = (ev.RequestChatHistory, ev.MemoryRequest)
 
 
 def user_group(user_id: int | str) -> str:
@@ -58,6 +61,8 @@ class TurnControl:
     history: asyncio.Event = field(default_factory=asyncio.Event)
     # Set by run_turn once it writes the outcome: a cancel arriving later is too late.
     finishing: bool = False
+    # Set by the registry when the turn waited in its chat's queue before it ran.
+    queued: bool = False
     tool_tasks: dict[str, asyncio.Task[Any]] = field(default_factory=dict)
     cancelled_tools: set[str] = field(default_factory=set)
 
@@ -76,6 +81,8 @@ class ActiveTurn:
     # From stream.done on: no cancel, no snapshot from the heartbeat (the final one is saved).
     finishing: bool = False
     lease_held: bool = False
+    # Not yet announced to the user's group: that waits for its first delta (see _run).
+    announce_due: bool = False
     task: asyncio.Task[None] | None = None
 
     @property
@@ -166,7 +173,8 @@ class TurnRegistry:
     async def _run_in_context(self, turn: ActiveTurn) -> None:
         # Its own ThreadSensitiveContext: this turn's ORM calls get their own thread, not
         # the one every socket of the process shares (docs/architecture.md §5).
-        async with ThreadSensitiveContext():
+        context = ThreadSensitiveContext()
+        async with context:
             try:
                 await self._run(turn)
             except Exception:
@@ -179,7 +187,7 @@ class TurnRegistry:
                 finally:
                     # Hands this turn thread's connection back to the pool, even when
                     # the clean-up failed (a connection kept by an ended thread is lost).
-                    await sync_to_async(close_old_connections)()
+                    await _thread_connections_close(context)
 
     async def _run(self, turn: ActiveTurn) -> None:
         record = turn.record
@@ -195,6 +203,7 @@ class TurnRegistry:
                     position=position,
                 ),
             )
+            turn.control.queued = True
             turn.lease_held = await self._wait_for_lease(turn)
         else:
             turn.lease_held = True
@@ -202,9 +211,10 @@ class TurnRegistry:
         if position:
             await state.record_save(turn.record)
         else:
-            # Other sockets catch up when they subscribe: the announcement need not
-            # delay this socket's first frames.
-            self._spawn(self._announce(turn.record))
+            # Other sockets catch up when they subscribe, so the announcement waits
+            # until the turn's first delta went out (a group send is several Redis
+            # calls, which would compete with the turn's start).
+            turn.announce_due = True
         await turn.delivery.emit(
             ev.MessageAccepted(
                 chat_id=record.chat_id,
@@ -287,6 +297,7 @@ class TurnRegistry:
         if isinstance(event, ev.ReplyDelta):
             await turn.delivery.add_text(event.text)
         elif isinstance(event, ev.StreamDone):
+            self._announce_due(turn)
             turn.finishing = True
             done = await turn.delivery.finish(event)
             await self._release(turn)
@@ -296,6 +307,14 @@ class TurnRegistry:
                 )
         else:
             await turn.delivery.emit(event)
+        if turn.delivery.sequence or isinstance(event, _ASKS_THE_USER):
+            self._announce_due(turn)
+
+    def _announce_due(self, turn: ActiveTurn) -> None:
+        """Announce the turn in the background once (see ``_run``)."""
+        if turn.announce_due:
+            turn.announce_due = False
+            self._spawn(self._announce(turn.record))
 
     async def _release(self, turn: ActiveTurn) -> None:
         if turn.lease_held:
@@ -307,9 +326,8 @@ class TurnRegistry:
         try:
             # Also leaves the chat's queue when the turn never got the lease.
             turn.lease_held = False
-            await state.lease_release(chat_id=turn.record.chat_id, task_id=turn.record.task_id)
-            await state.record_delete(turn.record)
-            await _forget_if_deleted(turn.record)
+            if await state.turn_forget(turn.record):
+                await _forget_deleted(turn.record)
         except Exception:
             logger.exception("turn %s: could not clean up its Redis state", turn.record.task_id)
 
@@ -443,14 +461,12 @@ class TurnRegistry:
         await layer.send(reply, {"type": "turn.ended", "task_id": task_id})
 
 
-async def _forget_if_deleted(record: state.TaskRecord) -> None:
+async def _forget_deleted(record: state.TaskRecord) -> None:
     """A turn of a deleted chat leaves nothing of the chat behind.
 
     Its writes check the deletion mark, but one may have raced the deletion: the chat's
     cache entries, the message's kept text and the snapshot go again.
     """
-    if not await state.chat_deleted(record.chat_id):
-        return
     await state.snapshot_drop(record.task_id)
     await chat_cache.achat_forget(
         user_id=record.user_id, chat_id=record.chat_id, message_ids=[record.message_id]
@@ -475,3 +491,18 @@ def registry(name: str = "default") -> TurnRegistry:
     if name not in by_name:
         by_name[name] = TurnRegistry()
     return by_name[name]
+
+
+async def _thread_connections_close(context: ThreadSensitiveContext) -> None:
+    """Close the database connection of ``context``'s own thread, if it has one.
+
+    asgiref makes a context's thread (a one-worker executor) on the context's first
+    thread-sensitive call, and ``__aexit__`` shuts it down from one more new thread. A
+    turn's ORM calls go through ``db_call`` instead, so most turns never make that thread:
+    closing its connections unconditionally made it, and its shutdown thread, only to
+    close nothing (two thread starts on the event loop per turn). Without asgiref's map
+    of contexts to threads (a newer asgiref), it closes as before.
+    """
+    threads = getattr(SyncToAsync, "context_to_thread_executor", None)
+    if threads is None or context in threads:
+        await sync_to_async(close_old_connections)()

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 (patterns in many scripts: their look-alike letters are meant)
 """``datetime_now``: the current date and time in a time zone (IANA names, zoneinfo)."""
 
 from __future__ import annotations
@@ -40,6 +41,50 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
     }
 
 
+# Preselection (docs/architecture.md §6): requests in several languages, and the
+# questions for the current time, date or weekday that need this tool.
+EXAMPLES = (
+    "What's the time now?",
+    "What is the date today?",
+    "What time is it in Singapore?",
+    "Welcher Tag ist heute?",
+    "Wie viel Uhr ist es in London?",
+    "Quelle heure est-il à Tokyo ?",
+    "¿Qué hora es en Lima?",
+    "Che giorno della settimana è oggi?",
+    "Que horas são em Lisboa?",
+    "Какой сегодня день недели?",
+    "今日は何日ですか？",
+    "现在北京时间几点？",
+)
+TRIGGERS = (
+    r"\bwhat time is it\b|\bwhat time it is\b|\bwhat'?s the time\b|\bthe time (?:now|in)\b"
+    r"|\bcurrent (?:time|date|day)\b|\blocal time\b|\bwhat (?:day|date) is (?:it|today)\b"
+    r"|\btoday'?s date\b|\bwhat(?:'s| is) (?:the )?date\b|\bday of the week\b"
+    r"|\bis it (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
+    r"|\bwhich day is (?:it|today)\b|\bdate today\b",
+    r"\bwie spät\b|\bwie ?viel uhr\b|\buhrzeit\b|\bwelche[rs]? (?:wochen)?(?:tag|datum)"
+    r" (?:ist|haben wir) (?:heute|es|morgen)\b|\bwelches datum\b|\bder wievielte\b"
+    r"|\bden wievielten\b|\bdatum (?:ist )?heute\b|\bheutige[sn]? datum\b",
+    r"\bquelle heure est[- ]il\b|\bil est quelle heure\b|\bl'heure (?:actuelle|qu'il est)\b"
+    r"|\bquel jour (?:sommes|on est|est[- ]on|est[- ]il|nous sommes)\b|\bon est quel jour\b"
+    r"|\bquelle (?:est la )?date\b|\bdate d'aujourd'hui\b",
+    r"\bqué hora es\b|\bla hora (?:en|actual|que es)\b|\bqué día es hoy\b|\bqué fecha es\b"
+    r"|\bfecha de hoy\b|\bqué día de la semana\b",
+    r"\bche ore sono\b|\bche ora è\b|\bche giorno è\b|\bche data è\b|\bdata di oggi\b"
+    r"|\bl'ora (?:in|a)\b|\bche giorno della settimana\b",
+    r"\bque horas são\b|\bque dia é hoje\b|\bque data é hoje\b|\bdata de hoje\b"
+    r"|\bhoe laat is het\b|\bwelke dag is het\b|\bwelke datum\b|\bdatum van vandaag\b",
+    r"\bktóra (?:jest )?godzina\b|\bjaki (?:jest )?(?:dzisiaj|dziś)? ?dzień\b"
+    r"|\bjaka (?:jest )?(?:dzisiaj |dziś )?data\b|\bdzień tygodnia\b",
+    r"\bкоторый час\b|\bсколько (?:сейчас )?времени\b|\bкакое сегодня число\b"
+    r"|\bкакой сегодня день\b|\bкакая сегодня дата\b|\bдень недели\b|\bкотра година\b"
+    r"|\bсаат кач\b|\bsaat kaç\b|\bbugünün tarihi\b",
+    r"今何時|何時ですか|は今何時|は何時|何曜日|今日の日付|今日は何日|何日ですか|几点了|几点钟|现在几点"
+    r"|几号|星期几|今天的日期|몇 시|무슨 요일|오늘 날짜|며칠",
+)
+
+
 register_tool(
     name="datetime_now",
     description="Get the current date, time and weekday in a time zone.",
@@ -56,4 +101,6 @@ register_tool(
         "additionalProperties": False,
     },
     execute=execute,
+    examples=EXAMPLES,
+    triggers=TRIGGERS,
 )

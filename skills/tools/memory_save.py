@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 (patterns in many scripts: their look-alike letters are meant; long alternations)
 """``memory_save``: remember a fact about the user for later conversations
 (``memories.services.amemory_upsert``: a near-duplicate, cosine similarity > 0.90, is
 updated instead of stored twice). It writes, so it is registered as not idempotent."""
@@ -41,6 +42,41 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
     return {"success": True, "result": {"id": str(written.memory.pk), "status": status}}
 
 
+# Preselection (docs/architecture.md §6): requests in several languages, and the
+# imperatives that ask to keep a fact ("remember that I…", "merk dir", "retiens que").
+# "Remember when…" nostalgia and "remember to…" reminders ask for nothing to be kept.
+EXAMPLES = (
+    "Remember that I live in Leeds.",
+    "Please save this to your memory: I'm a night-shift nurse.",
+    "Merk dir, dass ich zwei Kinder habe.",
+    "Retiens que mon anniversaire est le 2 mars.",
+    "Recuerda que no como carne.",
+    "Ricordati che sono mancino.",
+    "Lembre-se de que eu trabalho em casa.",
+    "Запомни: мой сын учится в пятом классе.",
+    "私は辛い料理が苦手だと覚えておいて。",
+    "记住我女儿叫小美。",
+)
+TRIGGERS = (
+    r"(?<!\byou )(?<!\bstill )\b(?:please\s+)?remember,?\s+(?:that\s+)?"
+    r"(?:i\b|i'm\b|i've\b|my\b|mine\b)"
+    r"|\b(?:don't|do not|never) forget (?:that|my)\b|\bkeep in mind (?:that|my)\b"
+    r"|\b(?:save|store|put|add|keep|note)\b[^.?!]{0,20}\b(?:to|in|into) (?:your |the )?memory\b"
+    r"|\bmake a note that\b|\bnote (?:down )?that (?:i|my)\b",
+    r"\bmerke? dir\b|\bvergiss nicht,? dass\b|\bbehalte? im (?:kopf|hinterkopf)\b"
+    r"|\bspeicher(?:e|n)? (?:dir )?,? ?dass\b|\bnotier(?:e)? dir\b",
+    r"\bretiens (?:que|bien)\b|\bsouviens-toi que\b|\bn'oublie pas que\b|\bmémorise\b"
+    r"|\bgarde en (?:tête|mémoire) que\b|\bnote que (?:je|j'|mon|ma|mes)\b",
+    r"\brecuerda que\b|\bno olvides que\b|\bmemoriza\b|\bten en cuenta que\b"
+    r"|\bapunta que\b|\bguarda en (?:tu )?memoria\b",
+    r"\bricorda(?:ti)? che\b|\bnon dimenticare che\b|\bmemorizza\b|\btieni a mente che\b",
+    r"\blembr(?:e|a)(?:-se)? (?:de )?que\b|\bnão (?:se )?esqueça (?:de )?que\b|\bmemorize\b",
+    r"\bonthoud (?:dat|dit|goed)\b|\bzapamiętaj\b|\bnie zapomnij,? że\b",
+    r"\bзапомни\b|\bне забудь,? что\b|\bимей в виду,? что\b",
+    r"覚えておいて|覚えといて|覚えておいてください|記憶しておいて|记住|記住|记下来|記下來",
+)
+
+
 register_tool(
     name="memory_save",
     description=(
@@ -69,4 +105,6 @@ register_tool(
     },
     execute=execute,
     idempotent=False,
+    examples=EXAMPLES,
+    triggers=TRIGGERS,
 )

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, E501 (patterns in many scripts: their look-alike letters are meant; long alternations)
 """``memory_search``: hybrid search over what the assistant remembers of the user
 (``memories.search``: vector and blind-index keyword search fused by reciprocal rank)."""
 
@@ -51,6 +52,48 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
     return {"success": True, "result": {"query": query, "memories": memories}}
 
 
+# Preselection (docs/architecture.md §6): requests in several languages, and the
+# questions about what the user said before or what the assistant knows of them.
+# "Do you remember when we…" about shared times long ago is small talk, not a search.
+EXAMPLES = (
+    "What do you know about me?",
+    "What did I say my dog was called?",
+    "Was weißt du über mich?",
+    "Qu'est-ce que je t'ai raconté sur mon travail ?",
+    "¿Qué te dije sobre mi dieta?",
+    "Cosa ti ho raccontato di mia sorella?",
+    "O que eu te disse sobre a minha viagem?",
+    "Что я говорил тебе про мою машину?",
+    "私の好きな食べ物を覚えていますか？",
+    "你记得我喜欢什么颜色吗？",
+)
+TRIGGERS = (
+    r"\bwhat (?:do|did) you (?:know|remember) (?:about|of) (?:me|my)\b"
+    r"|\bwhat did i (?:tell|say to|mention to) you\b|\bwhat did i say (?:my|about)\b"
+    r"|\b(?:did|have) i (?:ever |already )?(?:tell|told|mention(?:ed)?) (?:to )?you\b"
+    r"|\bdo you (?:still )?remember (?:my|mine|what i|what my|where i|which|who my|how my)\b"
+    r"|\bwhat(?:'s| is| was) my \w+(?: \w+)? again\b"
+    r"|\b(?:search|check|look (?:in|at)) (?:your|my) memor(?:y|ies)\b"
+    r"|\b(?:in|from) (?:our )?(?:earlier|previous|past|last) (?:conversations?|chats?)\b",
+    r"\bwas weißt du (?:noch )?(?:über|von) mir\b|\bwas habe ich dir (?:über|von|zu)\b"
+    r"|\bhabe ich dir (?:schon |je |mal |schon mal )?(?:gesagt|erzählt)\b"
+    r"|\b(?:erinnerst du dich|weißt du noch),? (?:an mein|was ich|wie mein|wo ich|wann ich|welche)",
+    r"\bque sais-tu (?:de|sur) moi\b|\bqu'est-ce que je t'ai (?:dit|raconté)\b"
+    r"|\bt'ai-je (?:déjà )?(?:dit|parlé)\b"
+    r"|\b(?:tu te souviens|te souviens-tu|te rappelles-tu|tu te rappelles) (?:de ce que je|de mon|de ma|de mes|du nom|où je|comment s'appelle)",
+    r"\bqué sabes (?:de|sobre) mí\b|\bqué te (?:dije|conté)\b|\bte (?:dije|conté) (?:alguna vez|ya)\b"
+    r"|\brecuerdas (?:lo que te|mi|mis|qué te|cómo se llama|dónde)\b",
+    r"\bcosa sai di me\b|\bcosa ti ho (?:detto|raccontato)\b"
+    r"|\bti ricordi (?:cosa ti|il mio|la mia|i miei|le mie|come si chiama|dove)\b",
+    r"\bo que (?:você )?sabe sobre mim\b|\bo que (?:eu )?(?:te|lhe) (?:disse|contei)\b"
+    r"|\b(?:você )?se lembra (?:do que eu|do meu|da minha|dos meus|das minhas)\b",
+    r"\bчто ты (?:знаешь|помнишь) обо мне\b|\bчто я (?:тебе )?(?:говорил|рассказывал|писал)"
+    r"|\b(?:ты )?помнишь,? (?:как зовут|что я|мо[йюяеи])",
+    r"私について何を|前に(?:話した|言った)|私の[^。？?]{1,12}(?:覚えて(?:る|います|いる)|知って(?:る|います))",
+    r"你(?:还)?记得我|我(?:之前|以前|上次)(?:跟你|和你|对你)?(?:说过|提过|讲过)|你(?:对我|知道我)(?:了解|的)",
+)
+
+
 register_tool(
     name="memory_search",
     description=(
@@ -79,4 +122,6 @@ register_tool(
         "additionalProperties": False,
     },
     execute=execute,
+    examples=EXAMPLES,
+    triggers=TRIGGERS,
 )

@@ -1,12 +1,11 @@
+# ruff: noqa: RUF001 (patterns in many scripts: their look-alike letters are meant)
 """``unit_convert``: converts a quantity between units with the Pint units library."""
 
 from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Any
-
-import pint
+from typing import TYPE_CHECKING, Any
 
 from skills.registry import ToolContext, register_tool
 
@@ -14,9 +13,17 @@ DEFAULT_SIGNIFICANT_DIGITS = 6
 MAX_UNIT_CHARS = 64
 
 
+if TYPE_CHECKING:
+    import pint
+
+
 @lru_cache(maxsize=1)
 def _units() -> pint.UnitRegistry:
-    # Building the registry parses Pint's definitions file (~0.1 s): once per process.
+    # Pint (and NumPy under it, about 30 MiB) is imported on the first conversion, not
+    # when the tool registers at start-up; building the registry parses Pint's
+    # definitions file (~0.1 s): once per process.
+    import pint
+
     return pint.UnitRegistry(autoconvert_offset_to_baseunit=True)
 
 
@@ -33,6 +40,8 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
         return {"success": False, "error": "value must be a finite number"}
     if not source or not target or max(len(source), len(target)) > MAX_UNIT_CHARS:
         return {"success": False, "error": "both units are required (at most 64 characters)"}
+    import pint
+
     units = _units()
     try:
         converted = units.Quantity(value, source).to(target)
@@ -50,6 +59,58 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
             "from": f"{value} {source}",
         },
     }
+
+
+# Preselection (docs/architecture.md §6): requests in several languages, and two units
+# named beside a number (or "how many …"), or a verb of converting with a number and unit.
+EXAMPLES = (
+    "Convert 12 miles to kilometres",
+    "How many litres are in 5 gallons?",
+    "What is 180 pounds in kilograms?",
+    "Wie viel sind 20 Grad Celsius in Fahrenheit?",
+    "Wie viele Unzen sind 250 Gramm?",
+    "Convertis 6 pieds en mètres",
+    "¿Cuántos centímetros tiene un pie?",
+    "Quanti litri sono 3 galloni?",
+    "Quantos pés são 2 metros?",
+    "Сколько миль в 42 километрах?",
+    "100グラムは何オンス？",
+    "5公斤是多少磅？",
+)
+_UNITS = (
+    r"kilomet\w*|kilomèt\w*|kilómet\w*|chilometr\w*|quilômet\w*|quilomet\w*|километр\w*"
+    r"|miles?|meile\w*|milles?|millas?|miglia|miglio|milhas?|mijl\w*|mil\b|mila\b|mile|миль\w*"
+    r"|милях|meters?|metres?|mètres?|metros?|metri|metr\w*|метр\w*|centimet\w*|centimèt\w*"
+    r"|centímet\w*|zentimeter\w*|сантиметр\w*|millimet\w*|feet|foot|fuß|fuss|pieds?|pies"
+    r"|piedi|piede|pés|voet|stóp|stopy|фут\w*|inch\w*|zoll|pouces?|pulgadas?|pollici"
+    r"|pollice|polegadas?|duim|cali|дюйм\w*|yards?|pounds?|pfund|livres?|libras?|libbre"
+    r"|libbra|pond|funt\w*|фунт\w*|kilo|kilos|kilogram\w*|kilogramm\w*|kilogramme\w*|chili"
+    r"|chilogramm\w*|quilos?|килограмм\w*|кило|grams?|gramm\w*|grammes?|gramos?|grammi"
+    r"|gramas?|грамм\w*|ounces?|unzen?|onces?|onzas?|oncia|onças?|унци\w*|liters?|litres?"
+    r"|litros?|litri|litr\w*|литр\w*|millilit\w*|mililit\w*|миллилитр\w*|gallons?|gallonen?"
+    r"|galloni|gallone|galones?|galão|galões|galon\w*|галлон\w*|cups?|tassen?|tasses?|tazas?"
+    r"|tazze|tazza|xícaras?|kopjes?|szklank\w*|стакан\w*|чашк\w*|celsius|fahrenheit\w*"
+    r"|kelvin|celsjusz\w*|цельси\w*|фаренгейт\w*|km/h|mph|kmh|knots?|kwh|joules?|calories?"
+    r"|kcal|megabytes?|gigabytes?|terabytes?|acres?|hectares?|hektar\w*|psi|pascal"
+)
+# Abbreviations no word is spelled as count alone; the others only after a number.
+_AFTER_NUMBER = r"km|cm|mm|m|kg|g|mg|lb|lbs|oz|ft|in|mi|l|ml|gal|°[cf]"
+_UNIT = rf"(?:\b(?:{_UNITS})|\b(?:km|cm|mm|kg|lbs?|oz|ft|ml)\b|\d\s*(?:{_AFTER_NUMBER})\b)"
+_CJK_UNIT = (
+    r"キロ\w*|マイル|メートル|センチ|フィート|インチ|ポンド|グラム|オンス|リットル|ガロン|カップ|摂氏|華氏"
+    r"|公里|千米|英里|厘米|英尺|英寸|磅|公斤|千克|盎司|毫升|加仑|摄氏|华氏|킬로|마일|파운드|섭씨|화씨"
+)
+_ANY_UNIT = rf"(?:{_UNIT}|{_CJK_UNIT})"
+_HOW_MANY = (
+    r"how (?:many|much)|wie ?viele?|combien|cuánt[oa]s?|quant[ie]|quant[oa]s?|hoeveel|ile"
+    r"|сколько|何|多少|몇|kaç"
+)
+TRIGGERS = (
+    rf"^(?=[\s\S]*(?:\d|{_HOW_MANY}))[\s\S]*?{_ANY_UNIT}[\s\S]{{0,60}}?{_ANY_UNIT}",
+    rf"\b(?:convert|umrechnen|rechne|umwandeln|convertis|convertir|convierte|converti"
+    rf"|converta|omrekenen|przelicz|переведи|перевести|pasa)\b[\s\S]*\d[\s\S]*{_ANY_UNIT}",
+    rf"(?:換算|変換|换算|转换|환산)[\s\S]*{_ANY_UNIT}|{_ANY_UNIT}[\s\S]*(?:換算|変換|换算|转换|환산)",
+)
 
 
 register_tool(
@@ -82,4 +143,6 @@ register_tool(
         "additionalProperties": False,
     },
     execute=execute,
+    examples=EXAMPLES,
+    triggers=TRIGGERS,
 )

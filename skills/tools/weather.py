@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, E501 (patterns in many scripts: their look-alike letters are meant; long alternations)
 """``weather``: current weather from OpenWeatherMap (needs ``OPENWEATHERMAP_API_KEY``)."""
 
 from __future__ import annotations
@@ -55,6 +56,44 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
     }
 
 
+# Preselection (docs/architecture.md §6): requests in several languages, and the words
+# for weather, rain, snow, forecasts and umbrellas.
+EXAMPLES = (
+    "What's the weather in Chicago?",
+    "Will it snow in Denver tomorrow?",
+    "Is it cold outside in Oslo right now?",
+    "Wie ist das Wetter in Zürich?",
+    "Schneit es morgen in Innsbruck?",
+    "Quel temps fera-t-il demain à Genève ?",
+    "¿Llueve ahora en Bilbao?",
+    "Com'è il meteo a Palermo?",
+    "Como está o clima em Porto hoje?",
+    "Какая погода завтра в Минске?",
+    "名古屋の天気は？",
+    "广州明天天气如何？",
+)
+TRIGGERS = (
+    r"\bweather\b|\bforecast\b|\bgoing to (?:rain|snow)\b|\bwill it (?:rain|snow|be (?:sunny"
+    r"|cold|hot|warm|windy|cloudy))\b|\bis it (?:raining|snowing|sunny|cold|hot|warm|windy)\b"
+    r"|\bumbrella\b|\bhow (?:hot|cold|warm) is it\b|\btemperature (?:in|outside|today)\b",
+    r"\bwetter\w*|\bregnet\b|\bregnen\b|\bregenschirm\b|\bschneit\b|\bschneien\b"
+    r"|\bwie (?:warm|kalt|heiß) (?:ist|wird) es\b",
+    r"\bquel temps\b|\bmétéo\b|\bpleuvoir\b|\bpleut\b|\bneiger\b|\bneige-t-il\b"
+    r"|\bfera-t-il (?:beau|chaud|froid)\b|\bquelle température\b|\bparapluie\b",
+    r"\bqué tiempo (?:hace|hará|va a hacer)\b|\bel tiempo (?:en|para|mañana|hoy)\b"
+    r"|\bllover\b|\bllueve\b|\blloverá\b|\bnevar\b|\bnieva\b|\bpronóstico\b"
+    r"|\bhace (?:frío|calor)\b|\bparaguas\b|\bclima (?:en|de|para)\b",
+    r"\bche tempo (?:fa|farà)\b|\bmeteo\b|\bpiove\b|\bpioverà\b|\bpiovere\b|\bnevica\b"
+    r"|\bprevisioni\b|\bombrello\b|\bfa (?:freddo|caldo)\b",
+    r"\bcomo está o (?:tempo|clima)\b|\bprevisão do tempo\b|\bchover\b|\bchove\b|\bchoverá\b"
+    r"|\bguarda-chuva\b|\bo tempo em\b|\bclima em\b|\bwat voor weer\b|\bhet weer\b"
+    r"|\bweerbericht\b|\bweersverwachting\b|\bregenen\b|\bregent\b",
+    r"\bpogod\w*|\bpadać\b|\bdeszcz\w*|\bśnieg\w*|\bпогод\w*|\bдожд\w*|\bснег\w*"
+    r"|\bпрогноз\w*|\bхолодно\b|\bжарко\b|\bзонт\w*|\bhava durumu\b|\byağmur\w*",
+    r"天気|天候|雨が降|雨降|雪が降|晴れ|気温|傘|天气|下雨|下雪|气温|晴天|带伞|날씨|비가 오|비 와|눈이 오|기온",
+)
+
+
 register_tool(
     name="weather",
     description="Get the current weather for a city or place.",
@@ -76,5 +115,7 @@ register_tool(
         "additionalProperties": False,
     },
     execute=execute,
+    examples=EXAMPLES,
+    triggers=TRIGGERS,
     required_secrets=(API_KEY_SECRET,),
 )

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 (patterns in many scripts: their look-alike letters are meant)
 """``web_search``: searches the web through Tavily's search API (needs ``TAVILY_API_KEY``)."""
 
 from __future__ import annotations
@@ -46,6 +47,51 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
     return {"success": True, "result": {"query": query, "results": results}}
 
 
+# Preselection (docs/architecture.md §6): requests in several languages, and asking to
+# search, look something up online, or for news and other current information.
+EXAMPLES = (
+    "Search online for the best budget headphones",
+    "What's the latest on the SpaceX launch?",
+    "Look up who the current prime minister of Japan is",
+    "Such im Netz nach dem Fahrplan der S-Bahn",
+    "Was gibt es Neues über die Fußball-Bundesliga?",
+    "Cherche en ligne les horaires de la piscine",
+    "Busca en la web opiniones sobre este coche",
+    "Cerca online le notizie di oggi",
+    "Pesquise na web o preço do ouro hoje",
+    "Найди в интернете отзывы об этом ресторане",
+    "最新の為替ニュースを調べて",
+    "帮我搜索一下最近的电影评论",
+)
+TRIGGERS = (
+    r"\bsearch (?:the )?(?:web|internet|online)\b|\bweb search\b|\bsearch for\b|\blook up\b"
+    r"|\blook (?:it|this|that) up\b|\bgoogle\b|\b(?:latest|recent|breaking|current) news\b"
+    r"|\bnews (?:about|on)\b|\bfind (?:me )?(?:recent|the latest|current|up-to-date)\b"
+    r"|\b(?:latest|recent|current) (?:reviews|results|prices?|updates?)\b"
+    r"|\bwhat happened (?:today|yesterday|this week)\b|\bwho won\b|\bonline\b",
+    r"\bsuche? (?:im|online|nach)\b|\bim (?:internet|netz)\b|\brecherchier\w*|\bgoogle\w*"
+    r"|\b(?:neueste|aktuelle|letzte)n? (?:nachrichten|meldungen|news)\b"
+    r"|\bnachrichten (?:über|zu)\b|\bwas gibt es neues\b",
+    r"\bcherche\w* (?:sur|en ligne|dans)\b|\brecherche\w* (?:sur|en ligne)\b"
+    r"|\bsur (?:internet|le web|google)\b|\bdernières (?:actualités|nouvelles|infos)\b"
+    r"|\bactualités\b|\bavis récents\b|\ben ligne\b",
+    r"\bbusca\w* en (?:internet|google|la web|línea)\b|\bbúscalo\b|\ben (?:internet|la web)\b"
+    r"|\búltimas noticias\b|\bnoticias (?:de hoy|recientes|sobre)\b|\binformación actualizada\b",
+    r"\bcerca\w* (?:su|online|in rete)\b|\bsu internet\b|\bsul web\b|\bultime notizie\b"
+    r"|\bnotizie (?:su|di oggi|sul|sulla)\b|\bricerca (?:sul web|online)\b|\brecensioni\b",
+    r"\bpesquis\w* (?:na|no|em)\b|\bprocur\w* na (?:internet|web)\b|\bna (?:internet|web)\b"
+    r"|\bnotícias (?:recentes|sobre|de hoje)\b|\búltimas notícias\b",
+    r"\bzoek\w* (?:op internet|online|op het web)\b|\bop internet\b|\blaatste nieuws\b"
+    r"|\bnieuws over\b|\b(?:wyszukaj|poszukaj|znajdź|sprawdź) w (?:internecie|sieci)\b"
+    r"|\bw internecie\b|\bnajnowsze wiadomości\b",
+    r"\bнайди в интернете\b|\bпоищи\b|\bв интернете\b|\b(?:последние|свежие) новости\b"
+    r"|\bсвежие отзывы\b|\bновости (?:о|об|про)\b|\bзагугли\b|\binternette ara\b"
+    r"|\bson haberler\b",
+    r"検索|調べて|ネットで|最新のニュース|最新ニュース|ググ|搜索|上网查|网上查|查一下|最新(?:的)?新闻|新闻"
+    r"|검색|찾아봐|최신 뉴스",
+)
+
+
 register_tool(
     name="web_search",
     description="Search the web for current information; returns titles, URLs and excerpts.",
@@ -65,5 +111,7 @@ register_tool(
         "additionalProperties": False,
     },
     execute=execute,
+    examples=EXAMPLES,
+    triggers=TRIGGERS,
     required_secrets=(API_KEY_SECRET,),
 )

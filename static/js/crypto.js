@@ -361,6 +361,25 @@ export function createKeyring() {
       userKeys.master_key_id);
   }
 
+  // "Remember this device": the unlocked master key as the non-extractable CryptoKey it
+  // is here, with its owner and id, to be stored in IndexedDB (app/device.js) and given
+  // back to unlockWithDeviceKey after a reload. Its bytes cannot be read from it.
+  function rememberable() {
+    requireUnlocked();
+    if (masterKey.extractable) throw new CryptoError("invalid_argument", "the master key is extractable");
+    return Object.freeze({ userId, masterKeyId: toBase64(masterKeyId), key: masterKey });
+  }
+
+  // Adopts a remembered master key ({userId, masterKeyId, key}); refuses a key that is
+  // extractable or not an AES-GCM wrapping key.
+  async function unlockWithDeviceKey({ userId: uid, masterKeyId: keyIdB64, key }) {
+    checkArgs(uid);
+    const fits = key instanceof CryptoKey && !key.extractable && key.algorithm.name === "AES-GCM"
+      && MASTER_USAGES.every((usage) => key.usages.includes(usage));
+    if (!fits) throw new CryptoError("invalid_argument", "not a non-extractable master key");
+    adopt(uid, key, keyIdB64);
+  }
+
   // Rewraps the master key only (chat keys stay as they are). Give the old passphrase
   // or the recovery key. Returns the new userKeys to store; the keyring stays unlocked.
   async function changePassphrase({ userId: uid, userKeys, oldPassphrase, recoveryKey,
@@ -463,13 +482,20 @@ export function createKeyring() {
       : Promise.resolve(chatKey(args.chatId));
   }
 
-  function noteVersion(chatId, objectId, version) {
-    const slot = `${chatId}|${objectId}`;
-    const highest = highestVersion.get(slot);
+  // Rollback protection: the highest version read of each object. A version counts once
+  // a ciphertext of it has been read, not when this keyring encrypts it: the server may
+  // still refuse that write (a conflict), and the version it keeps must stay readable.
+  function refuseStale(chatId, objectId, version) {
+    const highest = highestVersion.get(`${chatId}|${objectId}`);
     if (highest !== undefined && version < highest) {
       throw new CryptoError("stale_version",
         `version ${version} is older than version ${highest} already seen`);
     }
+  }
+
+  function noteVersion(chatId, objectId, version) {
+    const slot = `${chatId}|${objectId}`;
+    const highest = highestVersion.get(slot);
     if (highest === undefined || version > highest) highestVersion.set(slot, version);
   }
 
@@ -478,7 +504,7 @@ export function createKeyring() {
     requireUnlocked();
     const additionalData = fieldAd(args);
     const key = await fieldKey(args);
-    noteVersion(args.chatId, args.objectId, args.version);
+    refuseStale(args.chatId, args.objectId, args.version);
     const iv = randomBytes(IV_BYTES);
     const ciphertext = await subtle.encrypt({ name: "AES-GCM", iv, additionalData }, key.aes,
       encoder.encode(String(args.plaintext)));
@@ -494,11 +520,7 @@ export function createKeyring() {
     if (!equalBytes(parsed.keyId, key.keyId)) {
       throw new CryptoError("wrong_key", "encrypted under another key");
     }
-    const highest = highestVersion.get(`${args.chatId}|${args.objectId}`);
-    if (highest !== undefined && args.version < highest) {
-      throw new CryptoError("stale_version",
-        `version ${args.version} is older than version ${highest} already seen`);
-    }
+    refuseStale(args.chatId, args.objectId, args.version);
     let plaintext;
     try {
       plaintext = await subtle.decrypt({ name: "AES-GCM", iv: parsed.iv, additionalData },
@@ -514,6 +536,8 @@ export function createKeyring() {
     createUserKeys,
     unlock,
     unlockWithRecoveryKey,
+    unlockWithDeviceKey,
+    rememberable,
     changePassphrase,
     lock,
     isUnlocked: () => masterKey !== null,

@@ -40,10 +40,12 @@ def test_the_page_needs_a_signed_in_user(client: Client) -> None:
 def test_creating_shows_the_token_once_and_never_again(client: Client, owner: Any) -> None:
     _signed_in(client, owner)
 
-    created = client.post(
+    posted = client.post(
         PAGE, {"name": "backup script", "expires_days": "30", "password": PASSWORD}
     )
+    created = client.get(PAGE)
 
+    assert (posted.status_code, posted["Location"]) == (302, PAGE)
     assert created.status_code == 200
     assert "no-store" in created["Cache-Control"]
     match = SHOWN_TOKEN.search(created.content.decode())
@@ -141,7 +143,7 @@ def test_at_the_active_token_cap_the_page_asks_to_revoke_one(client: Client, own
 
     refused = client.post(PAGE, {"name": "one more", "password": PASSWORD})
     client.post(f"/accounts/tokens/{token.prefix}/revoke/")
-    allowed = client.post(PAGE, {"name": "one more", "password": PASSWORD})
+    allowed = client.post(PAGE, {"name": "one more", "password": PASSWORD}, follow=True)
 
     assert refused.status_code == 200
     assert (
@@ -181,7 +183,7 @@ def test_the_page_has_no_inline_script_or_style(client: Client, owner: Any) -> N
     api_token_create(user=owner, name="laptop")
     _signed_in(client, owner)
 
-    response = client.post(PAGE, {"name": "another", "password": PASSWORD})
+    response = client.post(PAGE, {"name": "another", "password": PASSWORD}, follow=True)
 
     html = response.content.decode()
     policy = dict(
@@ -192,3 +194,30 @@ def test_the_page_has_no_inline_script_or_style(client: Client, owner: Any) -> N
     assert "<style" not in html
     assert re.search(r"\sstyle=", html) is None
     assert re.search(r"\son[a-z]+=", html) is None
+
+
+def test_reloading_after_creating_makes_no_second_token(client: Client, owner: Any) -> None:
+    _signed_in(client, owner)
+
+    shown = client.post(PAGE, {"name": "ci", "password": PASSWORD}, follow=True)
+    reloaded = client.get(PAGE)
+
+    assert shown.redirect_chain == [(PAGE, 302)]
+    assert SHOWN_TOKEN.search(shown.content.decode()) is not None
+    assert SHOWN_TOKEN.search(reloaded.content.decode()) is None
+    assert ApiToken.objects.count() == 1
+
+
+def test_the_new_token_has_a_copy_button_and_revoking_asks_first(
+    client: Client, owner: Any
+) -> None:
+    _signed_in(client, owner)
+
+    html = client.post(PAGE, {"name": "laptop", "password": PASSWORD}, follow=True)
+    page = html.content.decode()
+
+    assert '<script src="/static/js/tokens.js" defer></script>' in page
+    assert 'data-copy="new-token"' in page
+    confirm = "Revoke the API token “laptop”? Programs using it stop working at once."
+    assert f'data-confirm="{confirm}"' in page
+    assert client.get("/static/js/tokens.js").status_code == 200

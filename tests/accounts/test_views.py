@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -42,6 +43,23 @@ def test_home_sends_anonymous_visitors_to_sign_in(client: Client) -> None:
 
     assert response.status_code == 302
     assert response["Location"] == "/accounts/login/"
+
+
+def _skip_target_exists(html: str) -> bool:
+    """Whether the page's "Skip to content" link names an element of the page."""
+    target = re.search(r'class="skip-link" href="#([^"]+)"', html)
+    return target is not None and f'id="{target.group(1)}"' in html
+
+
+def test_the_skip_link_of_the_app_and_of_other_pages_leads_somewhere(
+    client: Client, owner: Any
+) -> None:
+    assert _skip_target_exists(client.get("/accounts/login/").content.decode())
+    instance = Instance.objects.create(slug="home", name="Home")
+    InstanceMember.objects.create(instance=instance, user=owner, role="owner")
+    client.force_login(owner)
+    assert _skip_target_exists(client.get("/").content.decode())
+    assert _skip_target_exists(client.get("/accounts/tokens/").content.decode())
 
 
 def test_home_is_the_app_for_a_signed_in_member(client: Client, owner: Any) -> None:
@@ -170,7 +188,9 @@ def test_password_change_keeps_this_session_and_closes_sockets(client: Client, o
         },
     )
 
-    assert response.status_code == 302
+    assert (response.status_code, response["Location"]) == (302, "/accounts/password/")
+    confirmation = client.get(response["Location"]).content.decode()
+    assert "Your password was changed; your API tokens are revoked." in confirmation
     owner.refresh_from_db()
     assert owner.check_password("another long secret 42")
     assert client.get("/").status_code == 200

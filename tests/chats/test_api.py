@@ -87,6 +87,20 @@ def test_create_needs_membership_of_the_instance(keyed_owner: Any, chat_instance
     assert created.json()["version"] == 1
 
 
+def test_creating_under_another_users_chat_id_is_409_id_in_use(
+    chat: Chat, stranger: Any, chat_instance: Any
+) -> None:
+    InstanceMember.objects.create(instance=chat_instance, user=stranger, role="member")
+    body = {"chat_id": chat.pk, "instance": chat_instance.slug, "encrypted_chat_key": CHAT_KEY}
+
+    answered = signed_in_client(stranger).post("/api/chats/", body, format="json")
+
+    assert answered.status_code == 409
+    assert answered.json()["code"] == "id_in_use"
+    assert chat.pk not in answered.json()["message"]
+    assert Chat.objects.get(pk=chat.pk).owner_id != stranger.pk
+
+
 def test_messages_since_a_version_and_storing_ciphertext(chat: Chat, keyed_owner: Any) -> None:
     first, _ = services.user_message_accept(chat=chat, message_id=_id(), user=keyed_owner)
     mark = Chat.objects.get(pk=chat.pk).version

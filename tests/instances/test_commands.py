@@ -23,7 +23,14 @@ def test_createinstance_seeds_everything(owner, skill_catalog, capsys):
     assert f"created instance helpdesk (id {instance.pk})" in capsys.readouterr().out
     assert instance.prompt_sections.count() == 8
     assert instance.mates.get().is_default is True
-    assert InstanceTool.objects.filter(instance=instance, enabled=True).count() == 3
+    enabled = InstanceTool.objects.filter(instance=instance, enabled=True)
+    assert sorted(enabled.values_list("name", flat=True)) == [
+        "calculator",
+        "datetime_now",
+        "memory_save",
+        "memory_search",
+        "unit_convert",
+    ]
 
 
 def test_createinstance_needs_an_existing_owner(db):

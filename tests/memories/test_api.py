@@ -185,6 +185,26 @@ def test_bad_bodies_get_the_error_contract(local_instance: Any, alice: Any) -> N
     assert not Memory.objects.exists()
 
 
+def test_a_number_is_never_taken_as_a_memory_text(local_instance: Any, alice: Any) -> None:
+    client = signed_in_client(alice)
+    made = _create(client, local_instance, "Alice keeps bees")
+
+    created = client.post(_url(local_instance), {"category": "fact", "content": 42}, format="json")
+    edited = client.patch(_url(local_instance, f"{made['id']}/"), {"content": 7.5}, format="json")
+    listed = client.get(_url(local_instance)).json()
+
+    for answer in (created, edited):
+        assert answer.status_code == 400
+        assert answer.json() == {
+            "code": "invalid",
+            "message": "content: must be a JSON string",
+            "fields": {"content": ["must be a JSON string"]},
+        }
+    assert [(m["id"], m["content"]) for m in listed["results"]] == [
+        (made["id"], "Alice keeps bees")
+    ]
+
+
 def test_search_takes_a_query_a_limit_and_a_category(local_instance: Any, alice: Any) -> None:
     client = signed_in_client(alice)
     tea = _create(client, local_instance, "Drinks green tea", "preference")["id"]

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.db import connection, connections
+from django.db import connections
 
 from accounts.services import account_delete
 from memories import blind_index, keys, search, selectors, services, vectors
 from memories.models import Memory, MemorySettings
 from memories.vectors import VectorError, vector_check
 from openmates import crypto, llm, vault
+from tests.db_rows import table_rows_text
 from tests.memories.conftest import at_similarity, member, remember, unit, upsert
 
 E1 = unit(1, 0, 0, 0)
@@ -216,16 +217,7 @@ def test_account_deletion_shreds_the_memory_keys_of_every_instance(
 
 def _rows_as_text() -> str:
     """Every row of every table as PostgreSQL prints it (what a dump holds)."""
-    chunks: list[str] = []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT schemaname, tablename FROM pg_tables "
-            "WHERE schemaname NOT IN ('pg_catalog', 'information_schema')"
-        )
-        for schema, table in cursor.fetchall():
-            cursor.execute(f'SELECT t::text FROM "{schema}"."{table}" t')  # noqa: S608
-            chunks.extend(row[0] for row in cursor.fetchall())
-    return "\n".join(chunks)
+    return "\n".join(table_rows_text())
 
 
 def test_no_word_of_a_memory_is_stored_in_plaintext(local_instance: Any, alice: Any) -> None:

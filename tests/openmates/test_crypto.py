@@ -243,3 +243,60 @@ def test_another_process_uses_the_same_data_key(transit_key: str) -> None:
     their_wrapped, their_calls = result.stdout.split()
     assert their_wrapped == wrapped
     assert their_calls == "1"  # unwrapped the shared key; made none of its own
+
+
+async def test_many_values_open_in_order_across_data_keys_with_one_vault_call_per_key(
+    transit_key: str,
+) -> None:
+    # A chat's AI cache: entries sealed before and after a key rotation (two data keys).
+    early = [_seal(transit_key, f"entry {n}".encode()) for n in range(3)]
+    vault.rotate_key(transit_key)
+    crypto.forget_key(transit_key)
+    late = [_seal(transit_key, f"entry {n}".encode()) for n in range(3, 5)]
+    crypto.forget_key(transit_key, shared=False)
+    before = vault.call_count()
+
+    opened = await crypto.aopen_sealed_many(
+        key_name=transit_key,
+        purpose="ai-cache",
+        owner_id=7,
+        object_id="chat-1",
+        sealed=[early[0], late[0], early[1], late[1], early[2]],
+    )
+
+    assert opened == [f"entry {n}".encode() for n in (0, 3, 1, 4, 2)]
+    assert vault.call_count() - before == 2  # one unwrap per data key, not per value
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [{"owner_id": 8}, {"object_id": "chat-2"}, {"purpose": "embed"}],
+    ids=["other-owner", "other-object", "other-purpose"],
+)
+async def test_many_values_refuse_another_owner_object_or_purpose(
+    transit_key: str, changed: dict[str, object]
+) -> None:
+    good = _seal(transit_key, b"fine")
+    args: dict[str, object] = {
+        "key_name": transit_key,
+        "purpose": "ai-cache",
+        "owner_id": 7,
+        "object_id": "chat-1",
+        "sealed": [good, good],
+    }
+    with pytest.raises(crypto.DecryptionError):
+        await crypto.aopen_sealed_many(**(args | changed))  # type: ignore[arg-type]
+
+
+async def test_many_values_refuse_a_tampered_one_among_good_ones(transit_key: str) -> None:
+    good = _seal(transit_key, b"fine")
+    tampered = bytearray(_seal(transit_key, b"changed"))
+    tampered[-1] ^= 1
+    with pytest.raises(crypto.DecryptionError):
+        await crypto.aopen_sealed_many(
+            key_name=transit_key,
+            purpose="ai-cache",
+            owner_id=7,
+            object_id="chat-1",
+            sealed=[good, bytes(tampered)],
+        )

@@ -55,7 +55,9 @@ def local_tiers(settings: Any, local_model_api_base: str) -> str:
 async def test_bundled_model_completes_streams_and_local_embeddings_work(local_tiers: str) -> None:
     result = await llm.complete(tier="fast", messages=QUESTION, timeout_s=120)
 
-    assert llm.health() == {"status": "up", "reason": None}
+    health = llm.health()
+    assert (health["status"], health["reason"]) == ("up", None)
+    assert health["endpoint"].startswith(f"{local_tiers} at http://127.0.0.1:")
 
     assert result.text.strip()
     assert result.model == local_tiers

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
 import sys
 from types import SimpleNamespace
 from typing import Any
@@ -258,7 +260,6 @@ async def test_invalid_tool_arguments_after_a_finish_are_never_reported(
         (["Sure. <tool_call>", '{"name": "calc"}', "</tool_call> Done."], "Sure.  Done."),
         (["Sure. <tool", '_call>{"name": "calc", "arguments": {}}</tool_', "call>"], "Sure. "),
         (["Result", "[TOOL_CALLS]", '[{"name": "calc"}]'], "Result"),
-        (["<|python_tag|>calc.call(expr='1')"], ""),
         (["x <function=calc>", '{"expr": "1"}</function> y'], "x  y"),
         (["a < b and <tool", "s> are fine"], "a < b and <tools> are fine"),
     ],
@@ -273,6 +274,15 @@ async def test_tool_call_markup_in_text_is_never_shown(
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text == shown
     assert events[-1] == Finish("stop", "scripted/standard")
+
+
+async def test_an_answer_of_tool_call_markup_only_is_an_empty_response(llm_script: Any) -> None:
+    llm_script.reply(text=["<|python_tag|>calc.call(expr='1')"])
+
+    events = await collect()
+
+    assert [e for e in events if isinstance(e, TextDelta)] == []
+    assert events[-1] == StreamError("empty_response", "The model returned an empty answer.", False)
 
 
 async def test_markup_split_over_many_chunks_is_held_back_not_shown(llm_script: Any) -> None:
@@ -397,3 +407,149 @@ async def test_a_long_stream_leaves_no_async_generator_per_chunk_to_the_event_lo
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "".join(words)
     assert isinstance(events[-1], Finish)
     assert len(finalized) < 10
+
+
+# --- the OpenAI SDK client the gateway hands LiteLLM ---
+
+
+def _count_parsing(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count the chunks the gateway's client read, and how many went the SDK's own way."""
+    import openai
+
+    counts = {"read": 0, "sdk": 0}
+    client_class: Any = llm._client_class
+    assert client_class is not None
+    ours = client_class._process_response_data
+    sdks = openai.AsyncOpenAI._process_response_data
+
+    def read(self: Any, **kwargs: Any) -> Any:
+        counts["read"] += 1
+        return ours(self, **kwargs)
+
+    def sdk(self: Any, **kwargs: Any) -> Any:
+        counts["sdk"] += 1
+        return sdks(self, **kwargs)
+
+    monkeypatch.setattr(client_class, "_process_response_data", read)
+    monkeypatch.setattr(openai.AsyncOpenAI, "_process_response_data", sdk)
+    return counts
+
+
+async def test_streamed_chunks_are_read_through_the_gateways_client(
+    wire_tier: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pins the OpenAI SDK hook the gateway's client overrides: a new SDK that stops
+    # calling _process_response_data per event fails here instead of silently slowing.
+    await llm._alitellm()
+    counts = _count_parsing(monkeypatch)
+    chunks = [chat_chunk(content=piece) for piece in ("Hel", "lo", " there")]
+    chunks += [chat_chunk(finish_reason="stop"), chat_chunk(usage=(9, 3))]
+    wire_tier.queue(WireReply([sse_body(chunks)]))
+
+    events = await collect()
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello there"
+    assert Usage(9, 3) in events
+    assert events[-1] == Finish("stop", "openai/wire-model")
+    assert counts == {"read": 5, "sdk": 0}
+    client = llm._sdk_client(llm._routes("standard", None, None)[0])
+    assert llm._client_class is not None
+    assert isinstance(client, llm._client_class)
+    assert client is llm._sdk_client(llm._routes("standard", None, None)[0])
+
+
+async def test_a_chunk_outside_the_schema_is_read_the_sdks_way(
+    wire_tier: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await llm._alitellm()
+    counts = _count_parsing(monkeypatch)
+    odd = chat_chunk(content="Hi")
+    del odd["created"]  # some OpenAI-compatible servers leave fields out
+    chunks = [odd, chat_chunk(finish_reason="stop"), chat_chunk(usage=(4, 1))]
+    wire_tier.queue(WireReply([sse_body(chunks)]))
+
+    events = await collect()
+
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hi"]
+    assert events[-1] == Finish("stop", "openai/wire-model")
+    assert counts == {"read": 3, "sdk": 1}
+
+
+async def test_providers_outside_the_sdk_get_no_client() -> None:
+    await llm._alitellm()
+    wire = llm._Route("standard", "openai/m", "http://127.0.0.1:1/v1", "k", False)
+    assert llm._sdk_client(wire) is not None
+    route = llm._Route("standard", "anthropic/claude", "http://127.0.0.1:1/v1", "k", False)
+    assert llm._sdk_client(route) is None
+    default_endpoint = llm._Route("standard", "openai/gpt-4o-mini", None, "k", False)
+    assert llm._sdk_client(default_endpoint) is None
+
+
+def _count_wrapper_work(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count LiteLLM's per-chunk rebuild and its end-of-stream rebuild of the answer."""
+    from litellm.litellm_core_utils import streaming_handler
+
+    counts = {"chunk_creator": 0, "finalize": 0}
+    wrapper = streaming_handler.CustomStreamWrapper
+    chunk_creator, finalize = wrapper.chunk_creator, wrapper._finalize_completed_stream
+
+    def counted_chunk_creator(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["chunk_creator"] += 1
+        return chunk_creator(self, *args, **kwargs)
+
+    async def counted_finalize(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["finalize"] += 1
+        return await finalize(self, *args, **kwargs)
+
+    monkeypatch.setattr(wrapper, "chunk_creator", counted_chunk_creator)
+    monkeypatch.setattr(wrapper, "_finalize_completed_stream", counted_finalize)
+    return counts
+
+
+async def test_an_sdk_route_reads_the_sdks_chunks_without_litellms_stream_wrapper(
+    wire_tier: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LiteLLM's wrapper rebuilt every chunk and, at the end, the whole answer, priced and
+    # logged it: most of the server's CPU per relayed token (bench/turn_overhead.py).
+    await llm._alitellm()
+    counts = _count_wrapper_work(monkeypatch)
+    chunks = [chat_chunk(content=piece) for piece in ("Hel", "lo", " there")]
+    chunks += [chat_chunk(finish_reason="stop"), chat_chunk(usage=(9, 3))]
+    wire_tier.queue(WireReply([sse_body(chunks)]))
+
+    events = await collect()
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello there"
+    assert events[-2:] == [Usage(9, 3), Finish("stop", "openai/wire-model")]
+    assert counts == {"chunk_creator": 0, "finalize": 0}
+
+
+async def test_a_provider_outside_the_sdk_still_streams_through_litellms_wrapper(
+    llm_script: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await llm._alitellm()
+    counts = _count_wrapper_work(monkeypatch)
+    llm_script.reply(text=["Hel", "lo"], usage=(5, 2))
+
+    events = await collect()
+
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hello"
+    assert Usage(5, 2) in events
+    assert counts["chunk_creator"] >= 2
+    assert counts["finalize"] >= 1
+
+
+def test_the_gateways_litellm_import_loads_the_tokenizer_the_first_call_would() -> None:
+    # In a fresh process: this one's other tests may have loaded it already.
+    script = (
+        "import sys, django; django.setup()\n"
+        "from openmates import llm\n"
+        "llm._import_litellm()\n"
+        "print('litellm.litellm_core_utils.default_encoding' in sys.modules)\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "openmates.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "True"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from chats.models import Chat, ChatMode, Message, MessageRole
-from chats.services import sealed_text_open
+from chats.models import Chat, ChatMode, Message
+from chats.services import IdInUse, sealed_text_open
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,19 +58,23 @@ def test_a_user_who_is_not_a_member_cannot_chat_with_the_instance(
 def test_a_terminal_message_not_accepted_whole_leaves_no_message(
     instance: Any, owner: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_create = Message.objects.bulk_create
+    # The command made the chat; the accept's two ids are then one (the reply's id is the
+    # question's): its second row cannot be written, so no row and no new version remain.
+    from pipeline import server_turn
+    from pipeline.ids import new_id
 
-    def reply_row_fails(rows: Any, *args: Any, **kwargs: Any) -> Any:
-        rows = list(rows)
-        if any(row.role == MessageRole.ASSISTANT for row in rows):
-            raise RuntimeError("the reply's row could not be written")
-        return real_create(rows, *args, **kwargs)
+    made: list[str] = []
 
-    monkeypatch.setattr(Message.objects, "bulk_create", reply_row_fails)
+    def reply_reuses_the_question_id() -> str:
+        made.append(made[0] if len(made) == 1 else new_id())
+        return made[-1]
+
+    monkeypatch.setattr(server_turn, "new_id", reply_reuses_the_question_id)
     lines = iter(["Hello there", ""])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
-    with pytest.raises(RuntimeError, match="reply's row"):
+    with pytest.raises(IdInUse):
         call_command("chat", instance="demo", stdout=io.StringIO())
+    assert made[0] == made[1]
     chat = Chat.objects.get(owner=owner, mode=ChatMode.SERVER_MANAGED)
     assert list(Message.objects.filter(chat=chat)) == []
     assert (chat.version, chat.message_count) == (1, 0)

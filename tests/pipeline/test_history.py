@@ -307,7 +307,10 @@ async def test_a_reply_with_no_text_is_not_sent_as_an_empty_assistant_message(
     client = await ws_client(user)
 
     await client.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="Hm")
-    assert (await client.until("stream.done"))[-1]["content"] == ""
+    empty = (await client.until("stream.done", wait_s=20))[-1]
+    # No text and no tool call is a failure (reason empty_response): retryable, and out of
+    # the history like any failed turn.
+    assert (empty["content"], empty["status"]) == ("", "failed")
     await client.send(
         type="message.send", chat_id=chat.pk, message_id=new_id(), content="What is 2 + 2?"
     )
@@ -315,7 +318,6 @@ async def test_a_reply_with_no_text_is_not_sent_as_an_empty_assistant_message(
 
     second, after_tools = llm_script.requests[1], llm_script.requests[2]
     assert [(m["role"], m["content"]) for m in second.messages[1:]] == [
-        ("user", "Hm"),
         ("user", "What is 2 + 2?"),
     ]
     # Whitespace before a tool call is no text either: content None beside the tool call.

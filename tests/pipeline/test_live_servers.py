@@ -163,7 +163,10 @@ async def test_a_turn_sent_through_one_process_streams_to_the_other_and_cancels_
         first_task = sent[0]["task_id"]
         seen = await until(on_b, "stream.done", first_task)
         assert seen[-1]["status"] == "done"
-        assert streamed_text(seen, first_task) == "Across processes."
+        # A two-piece answer may be over before B's process subscribes to it: B then gets
+        # the whole reply in stream.done, and whatever deltas it saw are its start.
+        assert seen[-1]["content"] == "Across processes."
+        assert "Across processes.".startswith(streamed_text(seen, first_task))
 
         await send_message(on_a, chat, "Now count, slowly")
         started = await until(on_a, "stream.delta")

@@ -73,14 +73,35 @@ def test_one_word_messages_get_their_language_not_the_fallback(text: str, langua
 
 
 def test_short_text_langid_is_unsure_of_keeps_the_chats_language() -> None:
-    # langid names Scottish Gaelic (0.34) and Northern Sami (0.32) for these.
-    assert pre.detect_language("Explain again", fallback="de") == "de"
+    # langid names Scottish Gaelic and Northern Sami for these.
     assert pre.detect_language("Go ahead", fallback="ja") == "ja"
     assert pre.detect_language("ok", fallback="ja") == "ja"
     # A phrase several languages use keeps the chat's language when it is one of them.
     assert pre.detect_language("Hallo", fallback="nl") == "nl"
     assert pre.detect_language("Hallo", fallback="en") == "de"
     assert pre.detect_language("Por favor", fallback="pt-BR") == "pt-BR"
+
+
+def test_a_short_text_of_another_languages_function_words_switches_to_it() -> None:
+    # langid is unsure of these (Irish first for "Explain again"); their words are not.
+    assert pre.detect_language("Explain again", fallback="de") == "en"
+    assert pre.detect_language("Explain again", fallback="es") == "en"
+    assert pre.detect_language("Explica otra vez", fallback="en") == "es"
+    assert pre.detect_language("Erkläre das nochmal", fallback="en") == "de"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Can you translate Grüße aus Köln for me?",
+        "I met Jürgen at the café in München, what should I cook for him?",
+        "What does Straße mean and how do I pronounce it?",
+        "Tell me about Björk and Sigur Rós",
+        "Is the crème brûlée at Café de Flore worth it?",
+    ],
+)
+def test_names_and_borrowed_words_do_not_change_an_english_instruction(text: str) -> None:
+    assert pre.detect_language(text, fallback="fr") == "en"
 
 
 def test_a_script_tells_the_language_when_langid_is_unsure() -> None:

@@ -41,6 +41,12 @@ def _valid_frames() -> dict[str, dict[str, Any]]:
             "overrides": {"tier": "heavy", "tools": ["calculator"], "mate": "coder"},
         },
         "message.retry": {"chat_id": chat, "message_id": message},
+        "message.regenerate": {
+            "chat_id": chat,
+            "message_id": message,
+            "content": "Again",
+            "overrides": {"tier": "fast"},
+        },
         "message.store": {
             "chat_id": chat,
             "message_id": message,
@@ -75,7 +81,7 @@ def test_every_client_frame_type_validates_into_its_model(frame_type: str) -> No
 
 def test_valid_frames_cover_every_client_type_of_the_protocol() -> None:
     assert set(_valid_frames()) == set(protocol.FRAME_TYPES)
-    assert len(protocol.FRAME_TYPES) == 13
+    assert len(protocol.FRAME_TYPES) == 14
 
 
 def _error(text: str | None, bytes_data: bytes | None = None) -> FrameError:

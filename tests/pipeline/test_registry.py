@@ -327,6 +327,7 @@ async def test_the_history_and_a_tool_cancel_reach_a_turn_through_its_control_ch
     done = await socket.until("stream.done")
 
     assert done["content"] == "embed-1"
+    await registry.wait_idle()  # stream.done reaches the socket before the turn unregisters
     assert registry.history_arrived(record.task_id) is False  # the turn has ended
     assert registry.cancel_tool("embed-1") is False
     await forget_turn(record)

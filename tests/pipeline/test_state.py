@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -329,3 +330,36 @@ async def test_the_rate_limit_refuses_past_the_limit_within_one_window() -> None
 
     assert hits == [False, False, True, True]
     assert other_kind is False
+
+
+async def test_the_turn_limit_is_counted_with_the_frame_limit_only_while_frames_pass() -> None:
+    user_id = f"u{new_id()}"
+    frames = state.RateLimit("frames", 2, 10)
+    turns = state.RateLimit("turns", 1, 60)
+    await state.redis_client().ping()  # the connection is made outside the count
+    with round_trips() as count:
+        first = await state.rate_limits_hit(user_id=user_id, limits=[frames, turns])
+    assert (first, count[0]) == (None, 1)
+    assert await state.rate_limits_hit(user_id=user_id, limits=[frames, turns]) == turns
+    assert await state.rate_limits_hit(user_id=user_id, limits=[frames, turns]) == frames
+    # The refused frame above did not count as a turn: the turn counter stayed at 2.
+    window = int(time.time() // 60)
+    counted = await state.redis_client().get(f"{state.PREFIX}rl:{user_id}:turns:{window}")
+    assert counted in (b"2", "2")
+    assert await state.rate_limits_hit(user_id=user_id, limits=[]) is None
+
+
+async def test_an_ended_turn_is_forgotten_in_one_round_trip_naming_a_deleted_chat(
+    cache_user_id: int,
+) -> None:
+    plain, deleted = task_record(), task_record()
+    await chat_cache.achat_forget(user_id=cache_user_id, chat_id=deleted.chat_id)
+    for record in (plain, deleted):
+        assert await state.lease_acquire_recorded(record) == 0
+    with round_trips() as count:
+        gone = [await state.turn_forget(record) for record in (plain, deleted)]
+    assert (gone, count[0]) == ([False, True], 2)
+    for record in (plain, deleted):
+        assert await state.record_get(record.task_id) is None
+        assert await state.lease_holder(record.chat_id) is None
+        assert record.task_id not in await state.running_task_ids()

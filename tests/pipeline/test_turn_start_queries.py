@@ -9,30 +9,35 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from chats import cache
-from chats.selectors import chat_get_for_user
+from chats import cache, selectors
 from pipeline import actions
 from pipeline.ids import new_id
 
 
 @pytest.mark.django_db
-def test_accepting_a_message_reads_the_instance_with_the_chat_not_again(
-    chat: Any, user: Any
-) -> None:
-    loaded = chat_get_for_user(chat_id=chat.pk, user=user)  # as the socket looks it up
-    assert loaded is not None
+def test_accepting_a_message_is_two_statements_the_read_and_the_write(chat: Any, user: Any) -> None:
     with CaptureQueriesContext(connection) as queries:
-        instance, role, started = actions._accept(
-            chat=loaded,
+        accepted = actions._accept(
+            chat_id=chat.pk,
             user=user,
             message_id=new_id(),
             assistant_message_id=new_id(),
             retry=False,
         )
-    assert started is True
-    assert instance.pk == chat.instance_id
-    assert role == "owner"
-    assert not [q for q in queries.captured_queries if 'FROM "instances_instance"' in q["sql"]]
+    assert accepted.started is True
+    assert accepted.chat.instance.pk == chat.instance_id
+    assert (accepted.role, accepted.done_count) == ("owner", 0)
+    statements = [
+        q["sql"]
+        for q in queries.captured_queries
+        if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))  # the test's transaction
+    ]
+    # The chat with its role and done count, then the accept as one statement.
+    assert len(statements) == 2
+    assert statements[0].startswith("SELECT")
+    assert '"instances_instancemember"' in statements[0]
+    assert statements[1].startswith("WITH")
+    assert 'INSERT INTO "chats_message"' in statements[1]
 
 
 def test_the_cached_history_is_judged_by_the_done_count_read_beside_it() -> None:
@@ -48,3 +53,38 @@ def test_the_cached_history_is_judged_by_the_done_count_read_beside_it() -> None
     assert cache.CachedHistory(messages=None).complete_for(0) == cache.HistoryResult(
         None, "decryption_failed"
     )
+
+
+@pytest.mark.django_db
+def test_the_accept_read_counts_done_messages_and_sees_a_removed_member(
+    chat: Any, user: Any
+) -> None:
+    from chats import services
+    from chats.models import MessageStatus
+    from instances.models import InstanceMember
+
+    for status in (MessageStatus.DONE, MessageStatus.FAILED):
+        question, answer = new_id(), new_id()
+        assert services.turn_accept(
+            chat=chat, user=user, message_id=question, assistant_message_id=answer
+        )
+        services.turn_finish(
+            chat=chat,
+            message_id=question,
+            assistant_message_id=answer,
+            status=status,
+            content="q",
+            reply="a",
+            model="fake/model",
+            usage=None,
+        )
+    found = selectors.turn_chat_get(chat_id=chat.pk, user=user)
+    assert found is not None
+    assert (found.role, found.done_count) == ("owner", 2)  # the failed exchange is not done
+    assert found.chat.instance.pk == chat.instance_id
+
+    InstanceMember.objects.filter(instance_id=chat.instance_id, user=user).delete()
+    removed = selectors.turn_chat_get(chat_id=chat.pk, user=user)
+    assert removed is not None
+    assert removed.role is None
+    assert selectors.turn_chat_get(chat_id=new_id(), user=user) is None

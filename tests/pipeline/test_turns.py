@@ -543,6 +543,7 @@ async def test_safety_rejection_answers_with_a_canned_reply_in_the_users_languag
         "message_id": message_id,  # the rejected user message
     }
     assert (done["status"], done["message_id"]) == ("done", accepted["assistant_message_id"])
+    assert done["language"] == "de"
     assert done["content"] == delta["delta"]
     # No post-processing for a rejected message: an empty postprocess.done, no model call.
     assert (post["follow_ups"], post["memories_saved"]) == ([], 0)

@@ -37,15 +37,19 @@ def test_new_instance_has_default_skills_and_offline_tools_on(instance):
     )
     state = _state(instance)
 
-    assert enabled == {"math", "time", "units", "web-research", "weather"}
+    assert enabled == {"math", "time", "units", "web-research", "weather", "memory"}
     assert state["calculator"] == (True, "")
     assert state["datetime_now"] == (True, "")
+    assert state["memory_save"] == (True, "")
+    assert state["memory_search"] == (True, "")
     assert state["unit_convert"] == (True, "")
     assert state["web_search"] == (False, InstanceTool.Reason.MISSING_SECRET)
     assert state["weather"] == (False, InstanceTool.Reason.MISSING_SECRET)
     assert [s.name for s in enabled_tools_for_instance(instance)] == [
         "calculator",
         "datetime_now",
+        "memory_save",
+        "memory_search",
         "unit_convert",
     ]
 
@@ -140,3 +144,26 @@ def test_tool_context_carries_exactly_the_needed_secrets(instance):
 
     assert dict(context.secrets) == {"TAVILY_API_KEY": "tvly-1"}
     assert (context.instance_id, context.user_id, context.chat_id) == (instance.pk, 7, "c1")
+
+
+def test_the_memory_skill_carries_the_memory_tools_and_can_be_turned_off(instance):
+    memory = Skill.objects.get(slug="memory")
+
+    assert memory.versions.get(version=1).tool_names == ["memory_search", "memory_save"]
+    instance_skill_disable(instance=instance, skill=memory)
+
+    assert _state(instance)["memory_save"] == (False, InstanceTool.Reason.NO_SKILL)
+    assert _state(instance)["memory_search"] == (False, InstanceTool.Reason.NO_SKILL)
+    assert "memory_search" not in [s.name for s in enabled_tools_for_instance(instance)]
+
+
+def test_seeding_named_catalog_skills_adds_only_those_and_is_idempotent(db):
+    from skills.catalog import catalog_seed
+    from skills.models import SkillVersion
+
+    Skill.objects.filter(slug__in=["memory", "math"]).delete()
+
+    assert catalog_seed(Skill, SkillVersion, slugs=["memory"]) == 1
+    assert catalog_seed(Skill, SkillVersion, slugs=["memory"]) == 0
+    assert Skill.objects.filter(slug="memory").exists()
+    assert not Skill.objects.filter(slug="math").exists()

@@ -10,6 +10,7 @@ at ``ui_llm`` (a loopback OpenAI-compatible server the test scripts). Tests use
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -38,6 +39,11 @@ CHROMIUM_ARGS = [
 ]
 
 
+# The Daphne processes daphne_process runs now (tests/live_quiet.py waits for them to be
+# quiet before a test's database flush).
+LIVE_SERVERS: set[subprocess.Popen[bytes]] = set()
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -59,22 +65,23 @@ def ui_llm() -> Iterator[UIModelServer]:
 
 @contextmanager
 def daphne_process(
-    extra_env: dict[str, str], log_dir: Path
+    extra_env: dict[str, str], log_dir: Path, port: int | None = None
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Run Daphne on the test database with ``extra_env``; yields ``(base URL, process)``.
+    """Run Daphne on the test database with ``extra_env`` (on ``port``, else a free one);
+    yields ``(base URL, process)``.
 
     The process may be killed by the test; it is stopped on exit if still running.
     """
     from django.db import connection
 
-    port = _free_port()
+    port = port or _free_port()
     env = dict(os.environ)
     env["DATABASE_URL"] = _test_database_url(connection.settings_dict["NAME"])
     env["DJANGO_SETTINGS_MODULE"] = "openmates.settings"
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env.update(extra_env)
     log = log_dir / "daphne.log"
-    with log.open("wb") as sink:
+    with log.open("ab") as sink:
         process = subprocess.Popen(
             [
                 sys.executable,
@@ -99,6 +106,7 @@ def daphne_process(
             stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
+    LIVE_SERVERS.add(process)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -112,6 +120,7 @@ def daphne_process(
             time.sleep(0.1)
         yield base, process
     finally:
+        LIVE_SERVERS.discard(process)
         if process.poll() is None:
             process.terminate()
             try:
@@ -167,9 +176,82 @@ def ui_browser() -> Iterator[Any]:
     playwright.stop()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed browser test's report gets what its pages sent, received and logged."""
+    report = yield
+    trace = getattr(item, "browser_trace", None)
+    if report.when == "call" and report.failed and trace is not None:
+        report.sections.append(("browser trace", trace.dump()))
+    return report
+
+
+# Each shown message of the conversation: its classes, data attributes and first words.
+_SHOWN_MESSAGES = """() => [...document.querySelectorAll('#messages-inner > *')]
+  .map((e) => `${e.className} ${JSON.stringify(e.dataset)} ${e.innerText.slice(0, 80)}`)
+  .join('\\n')"""
+
+
+class _Trace:
+    """What a browser context's pages did, kept to explain a failed test: WebSocket frames
+    (cut to 300 characters, a run of stream deltas counted on one line), console lines and
+    page errors: the last ``LIMIT`` lines, then each page's shown messages."""
+
+    LIMIT = 240
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        self.lines: list[str] = []
+        self.started = time.monotonic()
+        context.on("page", self._watch)
+
+    def _note(self, page: int, text: str) -> None:
+        # A run of stream deltas is one line with its count.
+        delta = text.startswith(('< {"type":"stream.delta"', '< {"type": "stream.delta"'))
+        marker = f" p{page} stream.delta x"
+        if delta and self.lines and marker in self.lines[-1]:
+            head, count = self.lines[-1].rsplit(" x", 1)
+            self.lines[-1] = f"{head} x{int(count) + 1}"
+            return
+        stamp = f"{time.monotonic() - self.started:7.2f}s"
+        self.lines.append(f"{stamp}{marker}1" if delta else f"{stamp} p{page} {text[:300]}")
+
+    def _watch(self, page: Any) -> None:
+        number = id(page) % 1000
+
+        def on_console(message: Any) -> None:
+            self._note(number, f"console.{message.type}: {message.text}")
+
+        def on_navigated(frame: Any) -> None:
+            if frame == page.main_frame:
+                self._note(number, f"at {frame.url}")
+
+        page.on("console", on_console)
+        page.on("pageerror", lambda error: self._note(number, f"pageerror: {error}"))
+        page.on("framenavigated", on_navigated)
+
+        def on_socket(socket: Any) -> None:
+            socket.on("framesent", lambda payload: self._note(number, f"> {payload}"))
+            socket.on("framereceived", lambda payload: self._note(number, f"< {payload}"))
+            socket.on("close", lambda _socket: self._note(number, "socket closed"))
+
+        page.on("websocket", on_socket)
+
+    def dump(self) -> str:
+        shown = self.lines[-self.LIMIT :]
+        for page in self.context.pages:
+            with contextlib.suppress(Exception):
+                html = page.evaluate(_SHOWN_MESSAGES)
+                status = page.text_content("#composer-status", timeout=1000)
+                shown.append(f"-- messages of {page.url} (status {status!r}):\n{html}")
+        return "\n".join(shown)
+
+
 @pytest.fixture
-def ui_context(ui_browser: Any) -> Iterator[Any]:
-    """A fresh browser profile (cookies, IndexedDB) for one test."""
+def ui_context(ui_browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser profile (cookies, IndexedDB) for one test; a failed test's report
+    shows what its pages did (``_Trace``)."""
     context = ui_browser.new_context(accept_downloads=True)
+    request.node.browser_trace = _Trace(context)
     yield context
     context.close()

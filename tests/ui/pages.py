@@ -81,3 +81,52 @@ def new_user(page: Any, base: str, username: str) -> str:
     recovery = set_passphrase(page)
     finish_setup(page)
     return recovery
+
+
+def open_first_chat(page: Any) -> None:
+    """Unlock a (re)loaded page and open the first chat of the list once it is connected;
+    returns when the chat's messages show."""
+    unlock(page)
+    page.wait_for_selector("#conn[data-state=open]")
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-user")
+
+
+def reopen_chat(page: Any) -> None:
+    """Reload the page, unlock, and open the first chat of the list (:func:`open_first_chat`)."""
+    page.reload()
+    open_first_chat(page)
+
+
+# Rows of the page's IndexedDB databases, as JSON text: each store's rows as one JSON array,
+# the arrays joined by spaces; only the stores named `store` when it is a string.
+_INDEXEDDB_ROWS = """
+async (store) => {
+  const out = [];
+  for (const { name } of await indexedDB.databases()) {
+    const db = await new Promise((ok, bad) => {
+      const request = indexedDB.open(name);
+      request.onsuccess = () => ok(request.result);
+      request.onerror = () => bad(request.error);
+    });
+    for (const each of db.objectStoreNames) {
+      if (store !== null && each !== store) continue;
+      const rows = await new Promise((ok, bad) => {
+        const request = db.transaction(each).objectStore(each).getAll();
+        request.onsuccess = () => ok(request.result);
+        request.onerror = () => bad(request.error);
+      });
+      out.push(JSON.stringify(rows));
+    }
+    db.close();
+  }
+  return out.join(" ");
+}
+"""
+
+
+def indexeddb_rows(page: Any, store: str | None = None) -> str:
+    """What the page keeps in IndexedDB, for canary scans: every row of every store of
+    every database (or of the stores named ``store``) as JSON text; ``"[]"`` for one empty
+    store, ``""`` when there is no such store."""
+    return str(page.evaluate(_INDEXEDDB_ROWS, store))

@@ -46,6 +46,12 @@ def test_a_token_made_on_the_page_opens_a_browser_socket_until_revoked(
     raw = (page.text_content("[data-testid=new-token]") or "").strip()
     token = ApiToken.objects.get(name="browser test")
     assert raw.startswith(f"om_{token.prefix}_")
+    page.click("[data-testid=copy-token]")
+    page.wait_for_function("document.querySelector('[data-copy-status]').textContent !== ''")
+    assert page.text_content("[data-copy-status]") in (
+        "Copied.",
+        "Selected: press Ctrl+C (⌘C) to copy.",
+    )
 
     # Another tab of the same origin (so the page's CSP applies) holds the socket.
     holder = ui_context.new_page()
@@ -56,6 +62,20 @@ def test_a_token_made_on_the_page_opens_a_browser_socket_until_revoked(
     assert protocol == "openmates.v1"
     assert json.loads(first) == {"type": "task.active", "tasks": []}
 
+    # Reloading the page the POST redirected to creates nothing and shows no token.
+    page.reload()
+    assert page.locator("[data-testid=new-token]").count() == 0
+    assert ApiToken.objects.filter(name="browser test").count() == 1
+
+    # Revoke asks first: dismissed (watch() dismisses every dialog), nothing happens;
+    # confirmed, the token is revoked.
+    page.click("button[aria-label='Revoke browser test']")
+    page.wait_for_timeout(300)
+    assert watched.dialogs == [
+        "Revoke the API token “browser test”? Programs using it stop working at once."
+    ]
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is None
+    page.evaluate("window.confirm = () => true")
     page.click("button[aria-label='Revoke browser test']")
     page.wait_for_selector("text=Revoked the API token")
     holder.wait_for_function("window.tokenSocketClosed !== undefined")

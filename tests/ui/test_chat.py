@@ -250,3 +250,28 @@ def test_a_rejected_message_shows_the_canned_reply_as_a_finished_answer(
     assert page.locator("#composer-status").inner_text().strip() == ""
     assert page.locator(".msg-assistant .retry").count() == 0
     assert not any(r.get("stream") for r in llm.requests)  # no main model call
+
+
+def test_an_answer_resumed_after_a_reload_keeps_its_language_badge(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(Turn(pieces=[f"Wort{i} " for i in range(80)], gap_s=0.05))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "uwe")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "Erkläre mir bitte ausführlich, wie die Photosynthese in Pflanzen funktioniert")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Wort3')")
+
+    page.reload()  # preprocess.done, which named the language, is not sent again
+    unlock(page)
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('Wort79')")
+    assert page.inner_text(".msg-assistant .badge-language") == "de"
+    answer = Message.objects.get(chat__owner__username="uwe", role="assistant")
+    assert eventually(lambda: Message.objects.get(pk=answer.pk).encrypted_content is not None)
+
+    page.reload()
+    unlock(page)
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Wort79')")
+    assert page.inner_text(".msg-assistant .badge-language") == "de"

@@ -7,13 +7,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from accounts.models import SignupPolicy
 from chats import cache
 from chats.models import Chat, Message
 from instances.models import Instance
+from memories import services as memory_services
 from pipeline import state
-from tests.ui.pages import new_user, unlock
+from tests.ui.pages import indexeddb_rows, new_user, unlock
 from tests.ui.test_chat import eventually, send
 from tests.ui.wire import Turn, UIModelServer
 
@@ -37,6 +39,17 @@ def _consent(chat_id: str) -> dict[str, str]:
     # The pipeline's async reader, on a loop of its own (Playwright holds this thread's).
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, state.memory_consent_get(chat_id)).result()
+
+
+def _remember(instance: Instance, username: str, **texts: str) -> None:
+    """Save one memory per category (keyword: category, value: text) for the user."""
+    user_id = get_user_model().objects.get(username=username).pk
+    with ThreadPoolExecutor(1) as pool:
+        for category, content in texts.items():
+            saving = memory_services.amemory_create(
+                instance=instance, user_id=user_id, category=category, content=content
+            )
+            pool.submit(asyncio.run, saving).result()
 
 
 def _row(page: Any, title: str) -> Any:
@@ -99,6 +112,76 @@ def test_rename_pin_and_delete_with_confirmation(
     assert _titles(page) == ["Renamed alpha"]
 
 
+def test_the_list_follows_the_last_message_not_renames_or_titles(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.set_json(title="Older topic")
+    llm.queue(Turn(pieces=["One."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "ivy")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "First chat")
+    page.wait_for_selector(".chat-item-open:has-text('Older topic')")
+    llm.set_json(title="Newer topic")
+    llm.queue(Turn(pieces=["Two."]))
+    page.click("#new-chat")
+    send(page, "Second chat")
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('Two.')")
+    page.wait_for_selector(".chat-item-open:has-text('Newer topic')")
+
+    _menu(page, "Older topic", "Rename")
+    page.fill(".chat-rename", "Older renamed")
+    page.press(".chat-rename", "Enter")
+    page.wait_for_selector(".chat-item-open:has-text('Older renamed')")
+    assert _titles(page) == ["Newer topic", "Older renamed"]
+
+    llm.queue(Turn(pieces=["Three."]))
+    page.click(".chat-item-open:has-text('Older renamed')")
+    send(page, "Back to the first chat")
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('Three.')")
+    assert _titles(page) == ["Older renamed", "Newer topic"]
+
+    page.reload()
+    unlock(page)
+    page.wait_for_selector(".chat-item-open:has-text('Newer topic')")
+    assert _titles(page) == ["Older renamed", "Newer topic"]
+
+
+def test_a_server_managed_conversation_reads_in_the_browser_and_stays_read_only(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    from chats import services
+    from pipeline.ids import new_id
+
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "api_user")
+    page.wait_for_selector("#conn[data-state=open]")
+    # A conversation the user had through /v1 with their own API token.
+    user = get_user_model().objects.get(username="api_user")
+    chat = services.server_chat_create(user=user, chat_id=new_id(), instance=instance)
+    services.server_chat_title_set(chat=chat, title="Made through the API")
+    services.server_message_create(
+        chat=chat, message_id=new_id(), role="user", content="Question over the API"
+    )
+    services.server_message_create(
+        chat=chat, message_id=new_id(), role="assistant", content="Answer over the API"
+    )
+
+    page.reload()
+    unlock(page)
+    page.click(".chat-item-open:has-text('Made through the API')")
+    page.wait_for_selector(".msg-user .msg-body:has-text('Question over the API')")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Answer over the API')")
+    assert "(cannot decrypt)" not in _titles(page)
+    assert page.locator("#composer-input").is_disabled()
+    assert "continue it there" in (page.get_attribute("#composer-input", "placeholder") or "")
+    # IndexedDB holds no plaintext of it: neither the title nor the messages.
+    dumped = indexeddb_rows(page)
+    assert chat.pk in dumped
+    for plaintext in ("Made through the API", "Question over the API", "Answer over the API"):
+        assert plaintext not in dumped
+
+
 def test_follow_up_after_cache_loss_sends_history_from_this_browser(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
 ) -> None:
@@ -117,7 +200,11 @@ def test_follow_up_after_cache_loss_sends_history_from_this_browser(
         )
     )
     chat = Chat.objects.get(owner__username="ada2")
-    cache.chat_forget(user_id=chat.owner_id, chat_id=chat.pk)
+    # The AI cache lost the chat, as when it is evicted for newer chats (chat_forget would
+    # also mark the chat deleted, which cancels its next turn).
+    redis = cache.redis_client()
+    redis.delete(cache.ai_key(chat.owner_id, chat.pk))
+    redis.zrem(cache.lru_key(chat.owner_id), chat.pk)
 
     send(page, "What is my name?")
 
@@ -157,6 +244,8 @@ def test_memory_consent_prompt_sends_the_chosen_categories(
     page = ui_context.new_page()
     new_user(page, asgi_server, "max")
     page.wait_for_selector("#conn[data-state=open]")
+    # memory.request asks only about categories the user has memories in.
+    _remember(instance, "max", decision="I decided to call family more.", relationship="Ana")
 
     send(page, "Help me decide: should I call my sister?")
 

@@ -79,6 +79,8 @@ def test_set_up_reload_and_unlock_with_the_csp_intact(
     assert header["referrer-policy"] == "no-referrer"
     assert watched.csp_violations() == []
     assert [m for m in watched.console if m.startswith("pageerror")] == []
+    # The first visit asked for no keys (none existed): no 404 in the console.
+    assert [m for m in watched.console if m.startswith("error")] == []
 
 
 def test_passphrase_equal_to_the_login_password_is_refused(
@@ -105,9 +107,18 @@ def test_recovery_key_resets_a_forgotten_passphrase(
 
     page.reload()
     page.click("#unlock-forgot")
-    page.fill("#recover-key", recovery.lower())
+    page.fill("#recover-key", "AAAAA-BBBBB-CCCCC-DDDDD")
     page.fill("#recover-passphrase", "a brand new passphrase for cy 7")
     page.fill("#recover-passphrase2", "a brand new passphrase for cy 7")
+    page.fill("#recover-login-password", PASSWORD)
+    page.click("#recover-submit")
+    page.wait_for_selector("#recover-error:has-text('does not fit')")
+    # The password field is emptied after a try: sending again says to fill it, not that
+    # the (empty) password is wrong.
+    assert page.input_value("#recover-login-password") == ""
+    page.fill("#recover-key", recovery.lower())
+    page.click("#recover-submit")
+    assert page.inner_text("#recover-error") == "Enter your login password."
     page.fill("#recover-login-password", PASSWORD)
     page.click("#recover-submit")
     page.wait_for_selector("#app:not([hidden])")
@@ -115,3 +126,26 @@ def test_recovery_key_resets_a_forgotten_passphrase(
     assert UserKeys.objects.get(user__username="cy").version == version + 1
     page.reload()
     unlock(page, "a brand new passphrase for cy 7")
+
+
+def test_lock_in_one_tab_locks_every_tab_of_the_browser(
+    asgi_server: str, open_signup: Instance, ui_context: Any
+) -> None:
+    first = ui_context.new_page()
+    sign_up(first, asgi_server, "lin")
+    set_passphrase(first)
+    finish_setup(first)
+    second = ui_context.new_page()
+    second.goto(f"{asgi_server}/")
+    unlock(second)
+    first.fill("#composer-input", "half-typed secret")
+
+    second.click("#lock")
+    second.wait_for_selector("#screen-unlock:not([hidden])")
+    first.wait_for_selector("#screen-unlock:not([hidden])", timeout=5_000)
+    assert first.is_hidden("#app")
+    # Nothing decrypted stays in the locked tab's page.
+    assert first.locator(".chat-item").count() == 0
+    assert first.locator(".msg").count() == 0
+    unlock(first)
+    assert second.is_visible("#screen-unlock")  # unlocking one tab leaves the other locked

@@ -61,7 +61,9 @@ def test_sign_up_and_get_an_answer_from_the_bundled_model(
     page.wait_for_selector(".msg-assistant[data-status=done]", timeout=120_000)
     answer = page.locator(".msg-assistant .msg-body").last
     assert answer.inner_text().strip()
-    assert page.locator(".msg-assistant .badge-model").inner_text().endswith("gemma-3-270m")
+    badge = page.locator(".msg-assistant .badge-model")
+    assert badge.inner_text() == "Gemma 3 270M (bundled)"
+    assert badge.get_attribute("title") == "text-completion-openai/gemma-3-270m"
     page.reload()
     unlock(page)
     page.click(".chat-item .chat-item-open")

@@ -39,14 +39,22 @@ def _stored_reply(username: str) -> Message | None:
     ).first()
 
 
-def eventually(check: Callable[[], Any], timeout_s: float = 30.0) -> Any:
-    """Poll ``check`` until it returns something truthy (the server works concurrently)."""
+def eventually(check: Callable[[], Any], timeout_s: float = 30.0, page: Any = None) -> Any:
+    """Poll ``check`` until it returns something truthy (the server works concurrently).
+
+    With ``page``, it waits in the page (``wait_for_timeout``) instead of sleeping: a
+    socket routed through this process (``route_web_socket``) relays frames only while
+    the test thread is inside a Playwright call.
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         result = check()
         if result or time.monotonic() > deadline:
             return result
-        time.sleep(0.1)
+        if page is None:
+            time.sleep(0.1)
+        else:
+            page.wait_for_timeout(100)
 
 
 @pytest.fixture
@@ -159,7 +167,7 @@ def test_a_page_that_lost_deltas_resumes_in_parts_and_stores_the_reply_from_the_
     parts = [t for t in link.received if '"type": "stream.snapshot"' in t]
     assert len(parts) > 1
     assert all('"parts": ' in t for t in parts)
-    stored = eventually(lambda: _stored_reply("max"))
+    stored = eventually(lambda: _stored_reply("max"), page=page)
     assert stored is not None
     assert stored.version == 1
     assert len(stored.encrypted_content or "") > 4 * 400_000 // 3

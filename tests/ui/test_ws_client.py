@@ -5,6 +5,7 @@ dropped connection; the client must ask for ``stream.resume`` from its last good
 sequence, reconnect on its own, resume the running turn announced by ``task.active``, and
 deliver every delta once, in order. The page is served from the live app's origin but
 without its CSP (Playwright answers that one URL) so it may reach the test server's port.
+``historyWithinLimit`` is checked there too: the files' data a ``chat.history`` keeps.
 """
 
 from __future__ import annotations
@@ -236,3 +237,54 @@ def test_gap_and_drop_are_resumed_and_every_delta_arrives_once(
         (1, {"type": "stream.resume", "chat_id": CHAT, "task_id": TASK, "last_sequence": 2}),
         (2, {"type": "stream.resume", "chat_id": CHAT, "task_id": TASK, "last_sequence": 5}),
     ]
+
+
+FIT = """async () => {
+  const { historyWithinLimit } = await import('/static/js/app/ws.js');
+  const file = (name, chars) => (
+    { embed_id: name, name, mime: 'text/plain', data: 'QUFB'.repeat(chars / 4) });
+  const summary = (messages) => messages.map((m) => [
+    m.message_id, m.content.length, (m.files || []).map((f) => [f.name, 'data' in f]),
+  ]);
+  const MB = 1000 * 1000;
+  const files = summary(historyWithinLimit([
+    { message_id: 'old', role: 'user', content: 'old',
+      files: [file('a.txt', 1.5 * MB), file('d.txt', 1000)] },
+    { message_id: 'reply', role: 'assistant', content: 'x' },
+    { message_id: 'mid', role: 'user', content: 'mid', files: [file('b.txt', 1.5 * MB)] },
+    { message_id: 'new', role: 'user', content: 'new', files: [file('c.txt', 1.5 * MB)] },
+  ]));
+  const history = (chars) => summary(historyWithinLimit([
+    { message_id: 'q', role: 'user', content: 'q', files: [file('e.txt', MB)] },
+    { message_id: 'long', role: 'assistant', content: 'y'.repeat(chars) },
+  ]));
+  return { files, fits: history(3.5 * MB), shortened: history(4.5 * MB) };
+}"""
+
+
+def test_a_history_keeps_the_data_of_the_newest_files_that_fit_its_frame(
+    asgi_server: str, ui_context: Any
+) -> None:
+    page = ui_context.new_page()
+    page.route(
+        f"{asgi_server}/ws-client-test",
+        lambda route: route.fulfill(
+            content_type="text/html", body="<!doctype html><title>t</title>"
+        ),
+    )
+    page.goto(f"{asgi_server}/ws-client-test")
+
+    fitted = page.evaluate(FIT)
+
+    # 4 MiB less a reserve: the two newest 1.5 MB files fit, the oldest does not, a small
+    # older one still does; every message stays.
+    assert fitted["files"] == [
+        ["old", 3, [["a.txt", False], ["d.txt", True]]],
+        ["reply", 1, []],
+        ["mid", 3, [["b.txt", True]]],
+        ["new", 3, [["c.txt", True]]],
+    ]
+    # The texts come first: files take the room they leave, and a text is shortened only
+    # when the texts alone do not fit.
+    assert fitted["fits"] == [["q", 1, [["e.txt", False]]], ["long", 3_500_000, []]]
+    assert fitted["shortened"] == [["q", 1, [["e.txt", True]]], ["long", 2001, []]]

@@ -27,11 +27,13 @@ DEFAULT_ANSWER = ["Hello", " from", " the", " test", " model."]
 
 @dataclass
 class Turn:
-    """One streamed answer: ``pieces`` of text, ``gap_s`` apart, after an optional tool call."""
+    """One streamed answer: ``pieces`` of text, ``gap_s`` apart, after an optional tool call;
+    with ``status`` other than 200, the provider refuses the request with that HTTP status."""
 
     pieces: list[str]
     gap_s: float = 0.02
     tool_call: dict[str, Any] | None = None
+    status: int = 200
 
 
 @dataclass
@@ -135,6 +137,13 @@ class UIModelServer:
                 self.wfile.flush()
 
             def _stream(self, turn: Turn) -> None:
+                if turn.status != 200:
+                    error = {
+                        "message": "refused by the scripted provider",
+                        "type": "invalid_request_error",
+                    }
+                    self._whole(turn.status, {"error": error})
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")

@@ -1,10 +1,11 @@
 """``manage.py chat --instance SLUG``: talk to an instance in the terminal.
 
 The conversation is server-managed (its content sealed under the user's transit key)
-and every message goes through the same ``run_turn`` as the WebSocket: pre-processing,
-the main model with tools, post-processing. Replies stream as they arrive; tool calls
-show as ``[tool: status]`` lines. ``--chat ID`` continues an earlier conversation.
-Ctrl-C while a reply streams cancels that turn; Ctrl-D (or an empty line) ends.
+and every message goes through ``pipeline.server_turn``, the same ``run_turn`` as the
+WebSocket: pre-processing, the main model with tools, post-processing. Replies stream as
+they arrive; tool calls show as ``[tool: status]`` lines. ``--chat ID`` continues an
+earlier conversation. Ctrl-C while a reply streams cancels that turn; Ctrl-D (or an empty
+line) ends.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TextIO
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -21,8 +21,7 @@ from chats.models import Chat, ChatMode
 from instances.models import Instance, InstanceMember
 from pipeline import events as ev
 from pipeline.ids import new_id
-from pipeline.runtime import TurnControl
-from pipeline.turn import TurnRequest, run_turn
+from pipeline.server_turn import ServerTurnInput, server_turn_start
 
 
 class Command(BaseCommand):
@@ -86,27 +85,16 @@ class Command(BaseCommand):
     async def _turn(
         self, chat: Chat, instance: Instance, user: Any, role: str, content: str, out: Any
     ) -> None:
-        message_id, reply_id = new_id(), new_id()
-        await sync_to_async(chat_services.turn_accept)(
-            chat=chat, user=user, message_id=message_id, assistant_message_id=reply_id
+        turn = await server_turn_start(
+            ServerTurnInput(
+                instance=instance, user_id=user.pk, role=role, text=content, conversation_id=chat.pk
+            )
         )
-        request = TurnRequest(
-            task_id=new_id(),
-            user_id=user.pk,
-            chat=chat,
-            instance=instance,
-            role=role,
-            message_id=message_id,
-            assistant_message_id=reply_id,
-            content=content,
-        )
-        control = TurnControl()
-        task = asyncio.create_task(_print_turn(run_turn(request, control), out))
+        task = asyncio.create_task(_print_turn(turn.events(), out))
         try:
             await asyncio.shield(task)
         except (KeyboardInterrupt, asyncio.CancelledError):
-            control.cancel.set()
-            task.cancel()
+            turn.cancel()
             await task
 
 

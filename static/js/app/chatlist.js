@@ -1,6 +1,7 @@
 // The chat list: pinned first, then newest first; virtualised (only the rows in view,
 // plus a margin, exist in the DOM) so a thousand chats stay fast.
 import { el } from "./dom.js";
+import { icon } from "./icons.js";
 
 const ROW_HEIGHT = 44;
 const OVERSCAN = 8;
@@ -13,17 +14,19 @@ export class ChatList {
     this.items = [];
     this.activeId = null;
     this.editingId = null;
+    this.rows = new Map(); // chat_id -> {key, node} of the rows in the DOM
     this.frame = 0;
     container.addEventListener("scroll", () => this.schedule());
     window.addEventListener("resize", () => this.schedule());
   }
 
-  // chats: [{chat_id, title, pinned, updated_at}]
+  // chats: [{chat_id, title, pinned, last_message_at, created_at}]: pinned first, then by
+  // last activity (a rename or a new title keeps a chat's place).
   setChats(chats) {
+    const active = (chat) => String(chat.last_message_at || chat.created_at || "");
     this.items = [...chats].sort((a, b) => {
       if (a.pinned !== b.pinned) return a.pinned ? -1 : 1;
-      return String(b.updated_at || "").localeCompare(String(a.updated_at || ""))
-        || String(b.chat_id).localeCompare(String(a.chat_id));
+      return active(b).localeCompare(active(a)) || String(b.chat_id).localeCompare(String(a.chat_id));
     });
     this.schedule();
   }
@@ -41,6 +44,9 @@ export class ChatList {
     });
   }
 
+  // A row whose chat shows the same as before stays the same node. A background update (another
+  // chat's new title, a sync) then leaves the hovered menu, the focused button and a
+  // rename in progress alone instead of rebuilding them under the pointer.
   render() {
     this.spacer.style.height = `${this.items.length * ROW_HEIGHT}px`;
     const top = this.container.scrollTop;
@@ -49,16 +55,39 @@ export class ChatList {
     const last = Math.min(this.items.length, Math.ceil((top + height) / ROW_HEIGHT) + OVERSCAN);
     const focused = document.activeElement && this.spacer.contains(document.activeElement)
       ? document.activeElement.closest(".chat-item")?.dataset.chatId : null;
-    const rows = [];
-    for (let index = first; index < last; index += 1) rows.push(this.row(this.items[index], index));
-    this.spacer.replaceChildren(...rows);
-    if (focused) {
+    const kept = new Map();
+    for (let index = first; index < last; index += 1) {
+      const chat = this.items[index];
+      const key = this.rowKey(chat);
+      const previous = this.rows.get(chat.chat_id);
+      const row = previous && previous.key === key ? previous.node : this.row(chat);
+      row.style.top = `${index * ROW_HEIGHT}px`;
+      kept.set(chat.chat_id, { key, node: row });
+    }
+    const wanted = new Set([...kept.values()].map(({ node }) => node));
+    for (const node of [...this.spacer.children]) if (!wanted.has(node)) node.remove();
+    // DOM order is reading and tab order: put the rows in list order, moving only the
+    // rows that are out of place.
+    let cursor = this.spacer.firstChild;
+    for (const { node } of kept.values()) {
+      if (node === cursor) cursor = cursor.nextSibling;
+      else this.spacer.insertBefore(node, cursor);
+    }
+    this.rows = kept;
+    if (focused && !this.spacer.contains(document.activeElement)) {
       const again = this.spacer.querySelector(`.chat-item[data-chat-id="${CSS.escape(focused)}"] .chat-item-open`);
       if (again) again.focus();
     }
   }
 
-  row(chat, index) {
+  // What a row shows; a row being renamed keeps its field (and the text typed so far)
+  // whatever else changes.
+  rowKey(chat) {
+    if (this.editingId === chat.chat_id) return "editing";
+    return JSON.stringify([chat.title === undefined ? null : chat.title || "", Boolean(chat.pinned), chat.chat_id === this.activeId]);
+  }
+
+  row(chat) {
     // undefined: not decrypted yet; null: the chat has no title (yet).
     const title = chat.title === undefined ? "…" : chat.title || "New chat";
     const open = this.editingId === chat.chat_id
@@ -72,13 +101,12 @@ export class ChatList {
       "aria-current": chat.chat_id === this.activeId ? "true" : "false",
       dataset: { chatId: chat.chat_id },
     },
-    chat.pinned ? el("span", { class: "chat-item-pin", "aria-label": "Pinned" }, "📌") : null,
+    chat.pinned ? el("span", { class: "chat-item-pin", role: "img", "aria-label": "Pinned" }, icon("pin")) : null,
     open,
     el("span", { class: "chat-item-menu" },
-      el("button", { type: "button", class: "button-quiet button-small", "aria-label": `Rename ${title}`, title: "Rename", onclick: () => this.startRename(chat.chat_id) }, "✎"),
-      el("button", { type: "button", class: "button-quiet button-small", "aria-label": `${chat.pinned ? "Unpin" : "Pin"} ${title}`, title: chat.pinned ? "Unpin" : "Pin", onclick: () => this.handlers.onPin(chat.chat_id, !chat.pinned) }, chat.pinned ? "⊘" : "⇡"),
-      el("button", { type: "button", class: "button-quiet button-small", "aria-label": `Delete ${title}`, title: "Delete", onclick: () => this.handlers.onDelete(chat.chat_id) }, "🗑")));
-    row.style.top = `${index * ROW_HEIGHT}px`;
+      el("button", { type: "button", class: "button-quiet button-small", "aria-label": `Rename ${title}`, title: "Rename", onclick: () => this.startRename(chat.chat_id) }, icon("pencil")),
+      el("button", { type: "button", class: "button-quiet button-small", "aria-label": `${chat.pinned ? "Unpin" : "Pin"} ${title}`, title: chat.pinned ? "Unpin" : "Pin", onclick: () => this.handlers.onPin(chat.chat_id, !chat.pinned) }, icon(chat.pinned ? "unpin" : "pin")),
+      el("button", { type: "button", class: "button-quiet button-small", "aria-label": `Delete ${title}`, title: "Delete", onclick: () => this.handlers.onDelete(chat.chat_id) }, icon("trash"))));
     return row;
   }
 

@@ -1,7 +1,17 @@
 // The conversation view: messages (user text as text, assistant text as sanitised
-// markdown), streaming, badges, tool cards, follow-up chips, retry, memory consent.
+// markdown), streaming, badges, tool cards, follow-up chips, retry, memory consent, and
+// a row of version controls per message (versions.js draws them).
 import { el } from "./dom.js";
+import { fileChips, filesOf } from "./files.js";
 import { renderMarkdown } from "./markdown.js";
+import { config } from "./state.js";
+
+const ENDED_TEXT = { failed: "The answer failed.", interrupted: "The answer was interrupted.", cancelled: "Stopped." };
+
+// The model badge: the configured label of a model id (app config modelLabels), else the id.
+export function modelLabel(model) {
+  return (config.modelLabels || {})[model] ?? model;
+}
 
 export class ConversationView {
   constructor({ scroller, list, empty, handlers }) {
@@ -29,7 +39,8 @@ export class ConversationView {
     if (force || this.nearBottom()) this.scroller.scrollTop = this.scroller.scrollHeight;
   }
 
-  // message: {message_id, role, content, status, model, language}
+  // message: {message_id, role, content, status, model, language, reason}; a user
+  // message's status "waiting" is one in the outbox (not yet accepted by the server).
   upsert(message) {
     let node = this.nodes.get(message.message_id);
     const stick = this.nearBottom();
@@ -38,15 +49,18 @@ export class ConversationView {
       const body = el("div", { class: "msg-body" });
       const meta = el("div", { class: "msg-meta" });
       const tools = el("div", { class: "msg-tools" });
+      const files = el("div", { class: "msg-files", role: "group", "aria-label": "Attached files", hidden: true });
       const extras = el("div", { class: "msg-extras" });
+      const controls = el("div", { class: "msg-controls" });
       const root = el("article", {
         class: `msg msg-${message.role}`,
         dataset: { messageId: message.message_id, role: message.role },
         "aria-label": message.role === "user" ? "You said" : "Assistant said",
-      }, tools, body, meta, extras);
-      node = { root, body, meta, tools, extras, content: "", role: message.role, status: "", model: "", language: "" };
+      }, tools, files, body, meta, controls, extras);
+      node = { root, body, meta, tools, files, extras, controls, content: "", role: message.role, status: "", model: "", language: "", reason: "" };
       this.nodes.set(message.message_id, node);
       this.insertOrdered(message.message_id, root);
+      this.setFiles(message.message_id, filesOf(message.message_id));
     }
     if (message.content !== undefined && message.content !== node.content) {
       node.content = message.content;
@@ -55,6 +69,7 @@ export class ConversationView {
     if (message.status !== undefined) node.status = message.status;
     if (message.model) node.model = message.model;
     if (message.language) node.language = message.language;
+    if (message.reason) node.reason = message.reason;
     this.renderMeta(message.message_id);
     if (stick) this.scrollToEnd(true);
     return node;
@@ -91,17 +106,93 @@ export class ConversationView {
     const node = this.nodes.get(messageId);
     const badges = [];
     if (node.role === "assistant") {
-      if (node.model) badges.push(el("span", { class: "badge badge-model", title: "Model" }, node.model));
+      if (node.model) badges.push(el("span", { class: "badge badge-model", title: node.model }, modelLabel(node.model)));
       if (node.language) badges.push(el("span", { class: "badge badge-language", title: "Language" }, node.language));
-      if (["failed", "interrupted", "cancelled"].includes(node.status)) {
-        badges.push(el("span", { class: `msg-status-${node.status}` }, {
-          failed: "The answer failed.", interrupted: "The answer was interrupted.", cancelled: "Stopped.",
-        }[node.status]));
+      if (ENDED_TEXT[node.status]) {
+        // A failure's reason (error frame) says why and what to do; "Stopped." stays.
+        const text = node.status !== "cancelled" && node.reason ? node.reason : ENDED_TEXT[node.status];
+        badges.push(el("span", { class: `msg-status-${node.status}` }, text));
       }
+    } else if (node.status === "waiting") {
+      badges.push(el("span", { class: "msg-status-waiting" }, "Waiting to send…"));
     }
     node.meta.replaceChildren(...badges);
     node.root.classList.toggle("msg-streaming", node.status === "streaming");
     if (node.status) node.root.dataset.status = node.status;
+  }
+
+  // The previews of a message's attached files (records of files.js).
+  setFiles(messageId, records) {
+    const node = this.nodes.get(messageId);
+    if (!node) return;
+    node.files.replaceChildren(...fileChips(records));
+    node.files.hidden = !records.length;
+  }
+
+  // A message's failure reason text (shown once its answer ends failed or interrupted).
+  setReason(messageId, text) {
+    const node = this.nodes.get(messageId);
+    if (!node) return;
+    node.reason = text;
+    this.renderMeta(messageId);
+  }
+
+  // Takes a message out of the view (a stopped or failed answer replaced by its retry).
+  remove(messageId) {
+    const node = this.nodes.get(messageId);
+    if (!node) return;
+    node.root.remove();
+    this.nodes.delete(messageId);
+  }
+
+  // Scrolls a message (a search result) into view and marks it; mark(body) may mark
+  // words in its rendered text. False when the message is not shown.
+  reveal(messageId, mark) {
+    const node = this.nodes.get(messageId);
+    if (!node) return false;
+    // Render what waits for the next frame now, so the marks are not drawn over.
+    for (const id of this.pendingRender) this.renderBody(id);
+    this.pendingRender.clear();
+    for (const found of this.list.querySelectorAll(".msg-found")) found.classList.remove("msg-found");
+    mark(node.body);
+    node.root.classList.add("msg-found");
+    node.root.scrollIntoView({ block: "center" });
+    return true;
+  }
+
+  // Takes back what reveal() marked (the search that found it was cleared).
+  clearFound() {
+    for (const found of this.list.querySelectorAll(".msg-found")) found.classList.remove("msg-found");
+    for (const mark of this.list.querySelectorAll("mark.found")) {
+      const parent = mark.parentNode;
+      mark.replaceWith(...mark.childNodes);
+      parent.normalize();
+    }
+  }
+
+  has(messageId) {
+    return this.nodes.has(messageId);
+  }
+
+  // The ids of the messages shown.
+  shownIds() {
+    return [...this.nodes.keys()];
+  }
+
+  // Replaces a message's version controls (parts: elements, versions.js).
+  // A reader at the bottom stays there: the controls under the last answer would
+  // otherwise sit under the composer.
+  setControls(messageId, parts) {
+    const node = this.nodes.get(messageId);
+    if (!node) return;
+    const stick = this.nearBottom();
+    node.controls.replaceChildren(...parts);
+    if (stick) this.scrollToEnd(true);
+  }
+
+  // A message's body element (the edit form takes its place while open).
+  bodyOf(messageId) {
+    return this.nodes.get(messageId)?.body || null;
   }
 
   setStatus(messageId, status) {
@@ -117,7 +208,7 @@ export class ConversationView {
     if (!node) return;
     node.extras.replaceChildren(el("button", {
       type: "button", class: "button-small retry",
-      onclick: () => { node.extras.replaceChildren(); this.handlers.onRetry(userMessageId); },
+      onclick: () => { node.extras.replaceChildren(); this.handlers.onRetry(userMessageId, messageId); },
     }, "Retry"));
   }
 
@@ -165,7 +256,10 @@ export class ConversationView {
     this.scrollToEnd();
   }
 
-  consentPrompt({ chatId, requestId, categories }) {
+  // request: {chatId, requestId, categories (to ask about), ...} is handed back to
+  // handlers.onConsent with `chosen`, the categories the user allowed.
+  consentPrompt(request) {
+    const { categories } = request;
     const boxes = categories.map((category) => el("label", {},
       el("input", { type: "checkbox", value: category, checked: true }), ` ${category}`));
     const form = el("form", { class: "consent", "aria-label": "Memory consent" },
@@ -174,9 +268,9 @@ export class ConversationView {
       el("div", { class: "row" },
         el("button", { type: "submit", class: "button-primary button-small" }, "Allow selected"),
         el("button", { type: "button", class: "button-small consent-deny" }, "Not now")));
-    const answer = (allowed) => {
+    const answer = (chosen) => {
       form.remove();
-      this.handlers.onConsent({ chatId, requestId, allowed });
+      this.handlers.onConsent({ ...request, chosen });
     };
     form.addEventListener("submit", (event) => {
       event.preventDefault();

@@ -1,9 +1,12 @@
 // The handlers of the socket's events: one small function per server frame type
 // (docs/protocol.md §4) and per ChatSocket event (ws.js: connected, state,
 // session-ended, handshake-failed). Each is called as handler(app, detail) with
-// app = {screen, storage, view} (see main.js); `frameHandlers` maps event type to handler.
+// app = {screen, storage, view, consent, actions} (see main.js); `frameHandlers` maps event type to handler.
 import { $, api, HttpError } from "./dom.js";
-import { activeTurnOf, state, turnFor } from "./state.js";
+import { consentOf } from "./consent.js";
+import { storeFiles } from "./files.js";
+import { reasonText } from "./reasons.js";
+import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, noteStored, state, storedWithin, turnFor } from "./state.js";
 
 const LOGIN_URL = "/accounts/login/";
 const CONNECTION_LABELS = { connecting: "Connecting…", open: "Connected", reconnecting: "Reconnecting…", closed: "Offline" };
@@ -25,6 +28,12 @@ function embedDisplay(content) {
 
 // --- connection ---------------------------------------------------------------------------
 
+// On every (re)connect: the outbox's messages go out, then the sync catches up the gap.
+async function reconnected({ actions }) {
+  actions.flushOutbox();
+  await requestSync();
+}
+
 async function requestSync() {
   const known = {};
   for (const record of await state.store.chats()) known[record.chat_id] = record.version;
@@ -32,10 +41,18 @@ async function requestSync() {
   state.socket.send({ type: "sync.request", known });
 }
 
-function showConnection(app, value) {
+function showConnection({ screen }, value) {
   const badge = $("conn");
   badge.dataset.state = value;
   badge.textContent = CONNECTION_LABELS[value];
+  screen.syncSendButton();
+}
+
+// The server answered a message of the outbox: it leaves the outbox, shown as sent.
+function messageAnswered({ view }, messageId) {
+  if (!state.outbox.delete(messageId)) return;
+  state.store.deleteOutbox(messageId).catch(() => {});
+  view.setStatus(messageId, "done");
 }
 
 function signIn() {
@@ -80,24 +97,46 @@ function fetchUpdatedChat({ storage }, frame) {
 }
 
 function forgetDeletedChat({ storage }, frame) {
-  return storage.forgetChat(frame.chat_id);
+  return storage.forgetChat(frame.chat_id, { elsewhere: !frame.answersOwnRequest });
 }
 
 // --- turns ----------------------------------------------------------------------------------
 
-async function startTurn({ screen, storage }, frame) {
+async function startTurn({ screen, storage, view }, frame) {
+  if (state.pendingUser.has(frame.message_id) || state.retrying.has(frame.message_id) || state.regenerating.has(frame.message_id)) {
+    state.askedTurns.add(frame.task_id);
+  }
+  messageAnswered({ view }, frame.message_id);
+  // A retry's answer takes the place of the answer it retries.
+  const replaced = state.retrying.get(frame.message_id);
+  if (replaced && replaced !== frame.assistant_message_id) {
+    state.retrying.delete(frame.message_id);
+    state.replaced.add(replaced);
+    view.remove(replaced);
+  }
+  // A regenerated answer is a new version shown in the place of the one it answers again.
+  const earlier = state.regenerating.get(frame.message_id);
+  if (earlier && earlier !== frame.assistant_message_id) {
+    state.regenerating.delete(frame.message_id);
+    chosenOf(frame.chat_id).set(frame.message_id, frame.assistant_message_id);
+    view.remove(earlier);
+  }
   const turn = turnFor(frame);
   turn.userMessageId = frame.message_id;
   turn.assistantMessageId = frame.assistant_message_id;
+  state.branchTips.set(frame.chat_id, frame.assistant_message_id);
   screen.status("");
   screen.showTurn(turn);
   screen.syncStopButton();
   await storage.storeUserMessage(frame.message_id);
+  await storeFiles(frame.message_id);
 }
 
-async function noteQueued({ screen, storage }, frame) {
+async function noteQueued({ screen, storage, view }, frame) {
+  messageAnswered({ view }, frame.message_id);
   screen.status(`Queued: your message will be answered after the current reply (position ${frame.position}).`);
   await storage.storeUserMessage(frame.message_id);
+  await storeFiles(frame.message_id);
 }
 
 function trackActiveTurns({ screen }, frame) {
@@ -116,10 +155,17 @@ async function applyPreprocess({ screen, storage }, frame) {
     if (frame.model) turn.model = frame.model;
     screen.showTurn(turn);
   }
+  if (!frame.title || !state.chats.get(frame.chat_id) || state.chats.get(frame.chat_id).title) return;
+  // A follower leaves the title to the tab that asked, unless that one is gone.
+  if (!state.askedTurns.has(frame.task_id)) await sleep(FOLLOWER_WAIT_MS);
   const chat = state.chats.get(frame.chat_id);
-  if (chat && frame.title && !chat.title) {
+  if (chat && !chat.title) {
     await storage.updateChatMeta(frame.chat_id, { title: frame.title, ...(frame.icon ? { icon: frame.icon } : {}) });
   }
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function appendDelta({ screen }, frame) {
@@ -139,7 +185,9 @@ function showToolStatus({ view }, frame) {
   const turn = state.turns.get(frame.task_id);
   if (!turn) return;
   state.embedChats.set(frame.embed_id, { chatId: turn.chatId, messageId: turn.assistantMessageId });
-  if (turn.chatId === state.currentChatId) view.toolCard(turn.assistantMessageId, frame);
+  // A failed tool (reason tool_failed) shows its error, else the reason's text.
+  const shown = frame.status === "error" && frame.reason ? { ...frame, error: frame.error || reasonText(frame.reason, "") } : frame;
+  if (turn.chatId === state.currentChatId) view.toolCard(turn.assistantMessageId, shown);
 }
 
 // A finished tool's embed is shown and stored (the status "processing" is not final).
@@ -163,14 +211,29 @@ async function finishTurn({ screen, storage, view }, frame) {
   const content = frame.content_omitted ? (frame.deltasComplete ? turn.content : null) : frame.content;
   if (content !== null) turn.content = content;
   turn.model = frame.model || turn.model;
+  if (frame.language && !turn.language) {
+    turn.language = frame.language;
+    state.languages.set(turn.assistantMessageId, frame.language);
+  }
   screen.showTurn(turn, frame.status);
   screen.syncStopButton();
-  screen.status(frame.status === "done" ? "" : `The reply ended: ${frame.status}.`);
+  const reason = state.failureReasons.get(frame.message_id);
+  screen.status(frame.status === "done" ? "" : reason || `The reply ended: ${frame.status}.`);
   if (frame.status !== "done" && turn.chatId === state.currentChatId && turn.userMessageId) {
     view.showRetry(turn.assistantMessageId, turn.userMessageId);
   }
+  const asked = state.askedTurns.has(frame.task_id);
   if (content) {
-    await storage.storeMessage(turn.chatId, frame.message_id, "assistant", content, 0, { status: frame.status, model: frame.model });
+    // A follower leaves the reply to the tab that asked, unless that one is gone; a reply
+    // stored by another device arrives over REST (confirmStored), which shows it then.
+    if (asked || !(await storedWithin(frame.message_id, FOLLOWER_WAIT_MS))) {
+      await storage.storeMessage(turn.chatId, frame.message_id, "assistant", content, 0, {
+        status: frame.status, model: frame.model, language: turn.language, parent_id: turn.userMessageId || undefined,
+      });
+    }
+    // The new version's arrows, and Edit / Regenerate now that the turn is over.
+    const held = state.store && (await state.store.messages(turn.chatId)).some((m) => m.message_id === frame.message_id);
+    if (turn.chatId === state.currentChatId && held) await screen.renderStoredMessages(turn.chatId);
   } else if (content === null) {
     await storage.fetchChat(turn.chatId);
   }
@@ -184,19 +247,30 @@ async function applyPostprocess({ storage, view }, frame) {
     const last = state.lastAssistant.get(frame.chat_id);
     if (last) view.showFollowUps(last, frame.follow_ups);
   }
+  const asked = state.askedTurns.delete(frame.task_id);
+  if (!chat || !(frame.title || frame.summary)) return;
+  // A follower leaves the new title and summary to the tab that asked, unless that one
+  // is gone.
+  if (!asked) await sleep(FOLLOWER_WAIT_MS);
+  const current = state.chats.get(frame.chat_id);
   const changes = {};
-  if (frame.title && chat && frame.title !== chat.title) changes.title = frame.title;
-  if (frame.summary) changes.summary = frame.summary;
-  if (chat && Object.keys(changes).length) await storage.updateChatMeta(frame.chat_id, changes);
+  if (frame.title && current && frame.title !== current.title) changes.title = frame.title;
+  if (frame.summary && current && frame.summary !== current.summary) changes.summary = frame.summary;
+  if (Object.keys(changes).length) await storage.updateChatMeta(frame.chat_id, changes);
 }
 
-// The server took a message.store: the stored copy gets the server's version; a message
-// this tab does not hold is read over REST.
-async function confirmStored({ storage }, frame) {
+// The server took a message.store (from this tab or another of the user's): the stored
+// copy gets the server's version; a message this browser does not hold is read over REST,
+// one another tab stored here (IndexedDB is shared) is shown when its chat is open.
+async function confirmStored({ screen, storage, view }, frame) {
+  noteStored(frame.message_id);
   const rows = await state.store.messages(frame.chat_id);
   const known = rows.find((m) => m.message_id === frame.message_id);
   if (known && known.encrypted_content) {
     await state.store.putMessage({ ...known, version: frame.version });
+    if (frame.chat_id === state.currentChatId && !view.has(frame.message_id)) {
+      await screen.renderStoredMessages(frame.chat_id);
+    }
   } else {
     await storage.fetchChat(frame.chat_id);
   }
@@ -211,16 +285,58 @@ async function sendHistory({ storage }, frame) {
   state.socket.send({ type: "chat.history", chat_id: frame.chat_id, request_id: frame.request_id, messages });
 }
 
-// Only the open chat asks the user; a request about another chat is declined.
-function askConsent({ view }, frame) {
-  if (frame.chat_id !== state.currentChatId) {
-    state.socket.send({ type: "memory.consent", chat_id: frame.chat_id, request_id: frame.request_id, allowed: [] });
-    return;
-  }
-  view.consentPrompt({ chatId: frame.chat_id, requestId: frame.request_id, categories: frame.categories || [] });
+// Categories the chat answered before are answered from its record (consent.js); the
+// open chat asks the user about the others, a request about another chat declines them.
+function askConsent({ view, consent }, frame) {
+  const categories = frame.categories || [];
+  const known = consentOf(frame.chat_id);
+  const asked = categories.filter((category) => !(category in known));
+  const alsoAllowed = categories.filter((category) => known[category] === "allowed");
+  const request = { chatId: frame.chat_id, requestId: frame.request_id, asked, alsoAllowed };
+  if (!asked.length || frame.chat_id !== state.currentChatId) return consent.answer({ ...request, chosen: [] });
+  view.consentPrompt({ ...request, categories: asked });
 }
 
-async function showError({ screen, storage }, frame) {
+// The assistant message an error frame's message_id names (a turn's user message names
+// its turn's answer).
+function answerNamed(messageId) {
+  for (const turn of state.turns.values()) {
+    if (turn.userMessageId === messageId) return turn.assistantMessageId;
+  }
+  return messageId;
+}
+
+// A failed model call's reason: its text replaces "The answer failed." on the answer.
+function noteFailureReason({ view }, frame) {
+  const text = reasonText(frame.reason, frame.message);
+  const answerId = answerNamed(frame.message_id);
+  state.failureReasons.set(answerId, text);
+  view.setReason(answerId, text);
+  return text;
+}
+
+// Codes that refuse a message for its files (docs/protocol.md §13): it was not accepted.
+const FILE_REFUSALS = new Set(["file_too_large", "unsupported_file"]);
+
+async function showError({ screen, storage, view }, frame) {
+  if (frame.message_id) messageAnswered({ view }, frame.message_id);
+  if (FILE_REFUSALS.has(frame.code) && frame.message_id) {
+    // Nothing of it was kept: the question leaves the conversation and its text goes back
+    // into the box, to send again with other files or none.
+    state.pendingFiles.delete(frame.message_id);
+    const pending = state.pendingUser.get(frame.message_id);
+    state.pendingUser.delete(frame.message_id);
+    view.remove(frame.message_id);
+    const input = $("composer-input");
+    if (pending && !input.value.trim()) input.value = pending.content;
+    const reason = String(frame.message || frame.code).replace(/^files\.\d+: /, "");
+    screen.status(`Not sent: ${reason} Your text is back in the box.`);
+    return;
+  }
+  if (frame.reason && frame.message_id) {
+    screen.status(noteFailureReason({ view }, frame));
+    return;
+  }
   if (frame.code === "forbidden" && state.chats.has(frame.chat_id)) {
     state.chats.get(frame.chat_id).readOnly = true;
     if (frame.chat_id === state.currentChatId) screen.setHeader();
@@ -239,7 +355,7 @@ async function showError({ screen, storage }, frame) {
 }
 
 export const frameHandlers = {
-  "connected": requestSync,
+  "connected": reconnected,
   "state": showConnection,
   "session-ended": signIn,
   "handshake-failed": checkSignedIn,

@@ -1,6 +1,8 @@
 // The encryption screens: first set-up (passphrase + recovery key shown once), unlock on
-// later visits, and reset with the recovery key. Keys stay inside crypto.js's keyring.
+// later visits (or none, on a remembered device: device.js), and reset with the recovery
+// key. Keys stay inside crypto.js's keyring.
 import { keyring, CryptoError } from "../crypto.js";
+import { forgetDevice, recallDevice, rememberDevice } from "./device.js";
 import { $, api, HttpError, postForm } from "./dom.js";
 
 const KEYS_URL = "/api/chats/keys/";
@@ -25,7 +27,9 @@ function meter(inputId, barId, textId) {
   const input = $(inputId);
   input.addEventListener("input", () => {
     const { score, label } = passphraseStrength(input.value);
-    $(barId).dataset.score = String(score);
+    // An empty field has no strength yet: no bar rather than a red one.
+    if (input.value) $(barId).dataset.score = String(score);
+    else delete $(barId).dataset.score;
     $(textId).textContent = input.value ? `Strength: ${label}` : "";
   });
 }
@@ -94,6 +98,7 @@ function setupCreateForm(session, userId) {
       error.textContent = "The passphrase must differ from your login password.";
       return;
     }
+    if (!loginPassword) { error.textContent = "Enter your login password."; return; }
     $("setup-submit").disabled = true;
     try {
       if (!(await checkLoginPassword(loginPassword))) {
@@ -149,7 +154,31 @@ function setupRecoverySheet(session, onUnlocked) {
   });
 }
 
-function setupUnlockForm(session, userId, onUnlocked) {
+// Keeps or forgets the unlocked master key on this device as the user chose; a browser
+// that cannot store it (IndexedDB refused) just asks for the passphrase next time.
+async function applyRemember(remember, userId, sessionTag) {
+  try {
+    if (remember) await rememberDevice(keyring.rememberable(), sessionTag);
+    else await forgetDevice(userId);
+  } catch (error) {
+    // Not remembered: the unlock itself succeeded.
+  }
+}
+
+// Unlocks with the key remembered for this user, session and master key, if any.
+async function unlockRemembered(userKeys, userId, sessionTag) {
+  try {
+    const remembered = await recallDevice(userId, { sessionTag, masterKeyId: userKeys.master_key_id });
+    if (!remembered) return false;
+    await keyring.unlockWithDeviceKey(remembered);
+    return true;
+  } catch (error) {
+    await forgetDevice(userId).catch(() => {});
+    return false;
+  }
+}
+
+function setupUnlockForm(session, userId, sessionTag, onUnlocked) {
   $("unlock-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const error = $("unlock-error");
@@ -158,6 +187,7 @@ function setupUnlockForm(session, userId, onUnlocked) {
     try {
       session.userKeys = session.userKeys || (await fetchUserKeys());
       await keyring.unlock({ userId, userKeys: session.userKeys, passphrase: $("unlock-passphrase").value });
+      await applyRemember($("unlock-remember").checked, userId, sessionTag);
       error.textContent = "";
       $("unlock-passphrase").value = "";
       onUnlocked(session.userKeys);
@@ -182,6 +212,8 @@ function setupRecoverForm(session, userId, onUnlocked) {
     const loginPassword = $("recover-login-password").value;
     const problem = newPassphraseProblem(passphrase, $("recover-passphrase2").value);
     if (problem) { error.textContent = problem; return; }
+    // The field is emptied after every try (the password is not kept in the page).
+    if (!loginPassword) { error.textContent = "Enter your login password."; return; }
     $("recover-submit").disabled = true;
     try {
       if (!(await checkLoginPassword(loginPassword))) {
@@ -209,23 +241,34 @@ function setupRecoverForm(session, userId, onUnlocked) {
 }
 
 // Wires the three screens; `onUnlocked(userKeys)` runs once the keyring is unlocked.
-// Returns {start(): shows set-up or unlock, lock(): locks the keyring, back to unlock}.
-export function setupKeyScreens({ userId, onUnlocked }) {
+// sessionTag: the page's tag of the server session, which a remembered key is bound to.
+// Returns {start(): unlocks a remembered device or shows set-up or unlock, lock(): locks
+// the keyring and forgets the remembered key, back to unlock}.
+export function setupKeyScreens({ userId, sessionTag, onUnlocked }) {
   // The user's stored keys once read or made, and the recovery key while it is shown.
   const session = { userKeys: null, recoveryText: "" };
   meter("setup-passphrase", "setup-strength-bar", "setup-strength-text");
   meter("recover-passphrase", "recover-strength-bar", "recover-strength-text");
   setupCreateForm(session, userId);
   setupRecoverySheet(session, onUnlocked);
-  setupUnlockForm(session, userId, onUnlocked);
+  setupUnlockForm(session, userId, sessionTag, onUnlocked);
   setupRecoverForm(session, userId, onUnlocked);
   return {
     async start() {
-      session.userKeys = await fetchUserKeys();
+      // The page says whether keys exist: a first visit asks for none (no 404).
+      const known = $("user-keys-set-up");
+      const setUp = known ? JSON.parse(known.textContent) !== false : true;
+      session.userKeys = setUp ? await fetchUserKeys() : null;
+      if (session.userKeys && (await unlockRemembered(session.userKeys, userId, sessionTag))) {
+        onUnlocked(session.userKeys);
+        return;
+      }
       showScreen(session.userKeys ? "screen-unlock" : "screen-setup");
     },
-    lock() {
+    async lock() {
       keyring.lock();
+      await forgetDevice(userId).catch(() => {});
+      $("unlock-remember").checked = false;
       showScreen("screen-unlock");
     },
   };

@@ -1,17 +1,24 @@
 // The chat app's wiring: the key screens, the socket and its handlers (handlers.js), the
 // IndexedDB store and the server copies (storage.js), the chat list and the conversation
-// view with the user's actions (actions.js); the state they share is state.js.
+// view with the user's actions (actions.js), the chat's memory consent line (consent.js),
+// the memories page (memories.js, shown at #memories) and the search across chats
+// (search.js); the state they share is state.js.
 import { $ } from "./dom.js";
 import { openStore } from "./store.js";
 import { ChatSocket, chatSocketUrl } from "./ws.js";
 import { ChatList } from "./chatlist.js";
 import { ConversationView } from "./conversation.js";
 import { setupKeyScreens, showScreen } from "./keys.js";
+import { forgetDevice } from "./device.js";
 import { ChatActions } from "./actions.js";
 import { frameHandlers } from "./handlers.js";
 import { Screen } from "./screen.js";
 import { clearState, config, state, userId } from "./state.js";
 import { ChatStorage } from "./storage.js";
+import { ConsentLine } from "./consent.js";
+import { MemoriesPage } from "./memories.js";
+import { ChatSearch, markMatches } from "./search.js";
+import { attachmentsFromPage, forgetFiles, restoreOutboxFiles } from "./files.js";
 
 // The views call the actions and storage below only on user input, after this module ran.
 const view = new ConversationView({
@@ -20,33 +27,49 @@ const view = new ConversationView({
   empty: $("empty-state"),
   handlers: {
     onFollowUp: (text) => actions.send(text),
-    onRetry: (userMessageId) => actions.retry(userMessageId),
+    onRetry: (userMessageId, assistantMessageId) => actions.retry(userMessageId, assistantMessageId),
     onCancelTool: (embedId) => state.socket && state.socket.send({ type: "skill.cancel", embed_id: embedId }),
-    onConsent: ({ chatId, requestId, allowed }) => state.socket.send({
-      type: "memory.consent", chat_id: chatId, request_id: requestId, allowed,
-    }),
+    onConsent: (answer) => consent.answer(answer),
+    onSwitch: (place, messageId) => actions.switchVersion(place, messageId),
+    onEdit: (row) => actions.edit(row),
+    onRegenerate: (row) => actions.regenerate(row),
   },
 });
 
 const chatList = new ChatList({
   container: $("chat-list"),
   spacer: $("chat-list-spacer"),
-  onOpen: (chatId) => actions.openChat(chatId),
+  onOpen: (chatId) => { leaveMemories(); actions.openChat(chatId); },
   onRename: (chatId, title) => storage.updateChatMeta(chatId, { title }),
   onPin: (chatId, pinned) => storage.updateChatMeta(chatId, { pinned }),
   onDelete: (chatId) => actions.deleteChat(chatId),
 });
 
-const screen = new Screen({ view, chatList });
+const consent = new ConsentLine();
+const screen = new Screen({ view, chatList, consent });
 const storage = new ChatStorage(screen);
-const actions = new ChatActions({ screen, storage, view, chatList });
-const app = { screen, storage, view };
+const attachments = attachmentsFromPage((text) => screen.status(text));
+const actions = new ChatActions({ screen, storage, view, chatList, attachments });
+const memories = new MemoriesPage({ instances: config.instances, confirm: (text, action) => screen.confirm(text, action) });
+const app = { screen, storage, view, consent, actions };
+const search = new ChatSearch({
+  input: $("chat-search"),
+  results: $("search-results"),
+  list: $("chat-list"),
+  onOpen: async (chatId, messageId, words) => {
+    leaveMemories();
+    if (chatId !== state.currentChatId) await actions.openChat(chatId);
+    if (messageId) view.reveal(messageId, (body) => markMatches(body, words));
+  },
+  onClear: () => view.clearFound(),
+});
 
 // --- start, lock ------------------------------------------------------------------------
 
 async function startApp() {
   showScreen("app");
   state.store = await openStore(userId);
+  state.store.onChange = (chatId) => search.chatChanged(chatId);
   const stored = await state.store.chats();
   // Decrypt in parallel batches: a thousand chats must not wait on each other.
   for (let i = 0; i < stored.length; i += 100) {
@@ -55,6 +78,8 @@ async function startApp() {
   screen.refreshList();
   const socket = new ChatSocket(chatSocketUrl());
   state.socket = socket;
+  await storage.restoreOutbox();
+  await restoreOutboxFiles();
   for (const [type, handler] of Object.entries(frameHandlers)) {
     socket.addEventListener(type, (event) => {
       Promise.resolve(handler(app, event.detail)).catch((error) => screen.status(`Error: ${error.message}`));
@@ -62,16 +87,55 @@ async function startApp() {
   }
   socket.connect();
   screen.newChat();
+  showRoute();
 }
 
-function lockApp() {
+// #memories shows the memories page of the picked assistant instead of the conversation.
+function showRoute() {
+  const onMemories = window.location.hash === "#memories" && !$("app").hidden;
+  $("memories-page").hidden = !onMemories;
+  $("conversation").hidden = onMemories;
+  if (onMemories) {
+    $("app").dataset.sidebar = "closed";
+    memories.open(state.instance);
+  }
+}
+
+// Lock in one tab locks every tab of this user in the browser: the decrypted chats must
+// not stay open in a tab the user did not look at.
+const lockChannel = typeof BroadcastChannel === "function" ? new BroadcastChannel(`openmates-lock-${userId}`) : null;
+if (lockChannel) {
+  lockChannel.addEventListener("message", (event) => {
+    if (event.data === "lock" && !$("app").hidden) lockApp({ broadcast: false });
+  });
+}
+
+function lockApp({ broadcast = true } = {}) {
+  if (broadcast && lockChannel) lockChannel.postMessage("lock");
+  attachments.clear();
+  forgetFiles();
   clearState();
   view.clear();
+  memories.clear();
+  search.clear();
   chatList.setChats([]);
-  keyScreens.lock();
+  return keyScreens.lock();
 }
 
-const keyScreens = setupKeyScreens({ userId, onUnlocked: () => startApp() });
+const keyScreens = setupKeyScreens({ userId, sessionTag: config.sessionTag, onUnlocked: () => startApp() });
+
+// Signing out forgets a remembered key before the form goes (the sign-in page, where it
+// lands, forgets every one too). This tab's socket closes first: the sign-out's 4401
+// would otherwise send it to the sign-in page while the form's own navigation runs.
+function setupSignOut() {
+  for (const form of document.querySelectorAll("form[action$='/accounts/logout/']")) {
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (state.socket) state.socket.close();
+      forgetDevice(userId).catch(() => {}).finally(() => form.submit());
+    }, { once: true });
+  }
+}
 
 // --- controls ---------------------------------------------------------------------------
 
@@ -84,7 +148,7 @@ function setupInstancePicker() {
     picker.append(option);
   }
   $("instance-picker-row").hidden = config.instances.length < 2;
-  picker.addEventListener("change", () => { state.instance = picker.value; });
+  picker.addEventListener("change", () => { state.instance = picker.value; screen.setHeader(); });
 }
 
 // The composer grows with its text; Enter sends, Shift+Enter starts a new line.
@@ -104,22 +168,30 @@ function setupComposer() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value;
-    if (!text.trim()) return;
+    if (!text.trim() && !attachments.count) return;
     input.value = "";
     grow();
     actions.send(text);
   });
 }
 
+// Opening a chat or a new one from the memories page goes back to the conversation.
+function leaveMemories() {
+  if (window.location.hash === "#memories") history.pushState(null, "", window.location.pathname + window.location.search);
+  showRoute();
+}
+
 function setupControls() {
   setupInstancePicker();
   setupComposer();
+  setupSignOut();
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !$("app").hidden && !$("confirm-dialog").open) actions.stop();
   });
   $("stop").addEventListener("click", () => actions.stop());
-  $("new-chat").addEventListener("click", () => screen.newChat());
-  $("lock").addEventListener("click", lockApp);
+  $("new-chat").addEventListener("click", () => { leaveMemories(); screen.newChat(); });
+  window.addEventListener("hashchange", showRoute);
+  $("lock").addEventListener("click", () => lockApp());
   $("menu-toggle").addEventListener("click", () => {
     const open = $("app").dataset.sidebar !== "open";
     $("app").dataset.sidebar = open ? "open" : "closed";

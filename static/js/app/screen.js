@@ -1,10 +1,14 @@
 // What the page shows around the conversation view and the chat list: the header, the
 // composer (locked on a read-only chat) and its status line, the stop button, the open
-// chat's stored messages, the delete confirmation. Of the app state it changes only
-// which chat is open (newChat, showCreated).
+// chat's stored messages, the confirmation dialog, which of the conversation and the
+// memories page is shown. Of the app state it changes only which chat is open (newChat,
+// showCreated).
 import { $ } from "./dom.js";
-import { activeTurnOf, currentChat, isReadOnly, isStreaming, state } from "./state.js";
+import { icon } from "./icons.js";
+import { activeTurnOf, chosenOf, config, currentChat, isReadOnly, isServerManaged, isStreaming, state } from "./state.js";
 import { decryptMessage } from "./storage.js";
+import { showTiers } from "./tiers.js";
+import { branchOf, versionControls } from "./versions.js";
 
 // Pre-processing names an icon with one lowercase word; show a matching symbol.
 const ICONS = {
@@ -16,19 +20,30 @@ const ICONS = {
   game: "🎮", home: "🏠", car: "🚗", phone: "📱", mail: "✉️", shopping: "🛒",
 };
 
-export function iconSymbol(name) {
+// The chat's icon: its name's symbol, or a drawn chat bubble for a name without one (an
+// emoji fallback would be an empty box where no emoji font is installed); "" for none.
+export function chatIcon(name) {
   if (!name) return "";
-  return ICONS[String(name).toLowerCase().trim()] || "💬";
+  return ICONS[String(name).toLowerCase().trim()] || icon("chat");
 }
 
-const COMPOSER_HINT = $("composer-input").placeholder;
+// A phone-wide composer has room for "Message" only (the Enter hint would be clipped).
+const COMPOSER_HINT = window.matchMedia("(max-width: 520px)").matches ? "Message" : $("composer-input").placeholder;
+const ENDED = ["failed", "interrupted", "cancelled"];
 export const READ_ONLY_HINT = "Read-only: you are no longer a member of this chat's assistant.";
+export const SERVER_MANAGED_HINT = "Read-only here: this conversation was made through the API or a messaging app; continue it there.";
+
+// Why the composer of `chat` is locked.
+export function readOnlyHint(chat) {
+  return isServerManaged(chat) ? SERVER_MANAGED_HINT : READ_ONLY_HINT;
+}
 
 export class Screen {
-  // view: a ConversationView, chatList: a ChatList.
-  constructor({ view, chatList }) {
+  // view: a ConversationView, chatList: a ChatList, consent: a ConsentLine.
+  constructor({ view, chatList, consent }) {
     this.view = view;
     this.chatList = chatList;
+    this.consent = consent;
   }
 
   status(text) {
@@ -42,7 +57,7 @@ export class Screen {
   setHeader() {
     const chat = currentChat();
     $("chat-title").textContent = chat && chat.title ? chat.title : "New chat";
-    $("chat-icon").textContent = chat ? iconSymbol(chat.icon) : "";
+    $("chat-icon").replaceChildren(chat ? chatIcon(chat.icon) : "");
     $("chat-icon").title = chat && chat.icon ? chat.icon : "";
     document.title = chat && chat.title ? `${chat.title} · OpenMates` : "OpenMates";
     const picker = $("instance-picker");
@@ -50,8 +65,12 @@ export class Screen {
     if (chat) picker.value = chat.instance;
     const locked = isReadOnly(chat);
     $("composer-input").disabled = locked;
-    $("send").disabled = locked;
-    $("composer-input").placeholder = locked ? READ_ONLY_HINT : COMPOSER_HINT;
+    this.syncSendButton();
+    $("composer-input").placeholder = locked ? readOnlyHint(chat) : COMPOSER_HINT;
+    const instance = config.instances.find((i) => i.slug === (chat ? chat.instance : state.instance));
+    $("tools-notice").hidden = !instance || instance.toolsAvailable !== false;
+    showTiers(instance);
+    this.consent.show(chat);
   }
 
   // A chat's record changed: the list, and the header when it is the open chat.
@@ -66,6 +85,13 @@ export class Screen {
     this.chatList.setActive(chatId);
     this.refreshList();
     this.setHeader();
+  }
+
+  // Send works while connecting or reconnecting (the outbox keeps the message); not on a
+  // read-only chat, without an assistant, or once the session ended.
+  syncSendButton() {
+    const closed = Boolean(state.socket) && state.socket.state === "closed";
+    $("send").disabled = isReadOnly(currentChat()) || !state.instance || closed;
   }
 
   syncStopButton() {
@@ -83,9 +109,26 @@ export class Screen {
     });
   }
 
-  // Shows the stored messages of the open chat; stops when another chat is opened.
+  // Shows the open chat's stored messages of the branch shown (versions.js: the chosen
+  // version at each step, else the newest; messages of other branches leave the view);
+  // stops when another chat is opened. An ended answer followed by another answer was
+  // retried: only the retry shows. The last answer, when it ended without finishing, gets
+  // its Retry button; messages get their version controls.
   async renderStoredMessages(chatId) {
-    const rows = await state.store.messages(chatId);
+    if (isServerManaged(state.chats.get(chatId))) {
+      for (const row of state.plainMessages.get(chatId) || []) {
+        if (chatId !== state.currentChatId) return;
+        this.showStoredMessage(row, row.content);
+      }
+      return;
+    }
+    const stored = await state.store.messages(chatId);
+    const branch = branchOf(stored, chosenOf(chatId), state.replaced);
+    const rows = branch.map((entry) => entry.row);
+    const shown = new Set(rows.map((row) => row.message_id));
+    for (const row of stored) {
+      if (!shown.has(row.message_id) && !isStreaming(row.message_id)) this.view.remove(row.message_id);
+    }
     for (const row of rows) {
       if (chatId !== state.currentChatId) return;
       let content = null;
@@ -96,6 +139,27 @@ export class Screen {
       }
       this.showStoredMessage(row, content);
     }
+    const last = rows[rows.length - 1];
+    state.branchTips.set(chatId, last && last.role === "assistant" ? last.message_id : null);
+    this.showVersions(chatId, branch);
+    this.offerRetry(chatId, rows);
+  }
+
+  // The version arrows, Edit and Regenerate of the shown branch's messages.
+  showVersions(chatId, branch) {
+    const editable = !isReadOnly(state.chats.get(chatId));
+    for (const [index, entry] of branch.entries()) {
+      const last = index === branch.length - 1 && !isStreaming(entry.row.message_id);
+      this.view.setControls(entry.row.message_id, versionControls(entry, { last, editable, handlers: this.view.handlers }));
+    }
+  }
+
+  offerRetry(chatId, rows) {
+    const last = rows[rows.length - 1];
+    const question = rows[rows.length - 2];
+    if (!last || last.role !== "assistant" || !ENDED.includes(last.status) || isStreaming(last.message_id)) return;
+    if (!question || question.role !== "user" || isReadOnly(state.chats.get(chatId))) return;
+    this.view.showRetry(last.message_id, question.message_id);
   }
 
   // A running turn's reply is shown from its turn; an unfinished reply without
@@ -103,13 +167,17 @@ export class Screen {
   showStoredMessage(row, content) {
     const turnActive = isStreaming(row.message_id);
     if (content === null && !turnActive && row.role === "assistant" && row.status !== "done") {
-      this.view.upsert({ message_id: row.message_id, role: row.role, content: "", status: row.status, model: row.model });
+      this.view.upsert({
+        message_id: row.message_id, role: row.role, content: "", status: row.status, model: row.model,
+        language: row.language, reason: state.failureReasons.get(row.message_id),
+      });
       return;
     }
     if (content === null || turnActive) return;
     this.view.upsert({
       message_id: row.message_id, role: row.role, content, status: row.status,
-      model: row.model, language: state.languages.get(row.message_id),
+      model: row.model, language: row.language || state.languages.get(row.message_id),
+      reason: state.failureReasons.get(row.message_id),
     });
   }
 
@@ -124,9 +192,15 @@ export class Screen {
   }
 
   // Asks before deleting a chat: resolves true when the user confirmed.
-  async confirmDelete(chat) {
+  confirmDelete(chat) {
+    return this.confirm(`Delete “${chat && chat.title ? chat.title : "this chat"}” and all its messages? This cannot be undone.`, "Delete");
+  }
+
+  // Asks `text` with a confirm button labelled `action`: resolves true when confirmed.
+  async confirm(text, action) {
     const dialog = $("confirm-dialog");
-    $("confirm-text").textContent = `Delete “${chat && chat.title ? chat.title : "this chat"}” and all its messages? This cannot be undone.`;
+    $("confirm-text").textContent = text;
+    $("confirm-yes").textContent = action;
     dialog.returnValue = "";
     dialog.showModal();
     const answer = await new Promise((resolve) => dialog.addEventListener("close", () => resolve(dialog.returnValue), { once: true }));

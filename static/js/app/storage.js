@@ -4,8 +4,9 @@
 // chat's key (crypto.js keyring); decrypted metadata goes into state.chats.
 import { keyring } from "../crypto.js";
 import { api, HttpError } from "./dom.js";
+import { historyFiles } from "./files.js";
 import { uuidv7 } from "./ids.js";
-import { state } from "./state.js";
+import { isServerManaged, state } from "./state.js";
 import { historyWithinLimit } from "./ws.js";
 
 const REQUEST_TIMEOUT_MS = 20000;
@@ -17,7 +18,9 @@ export async function ensureChatKey(record) {
   }
 }
 
-// A chat record's metadata field in plaintext, or null when absent or unreadable.
+// A chat record's metadata field in plaintext, or null when absent or unreadable; throws
+// the CryptoError stale_version for metadata older than a version already read (a copy
+// that lost a race with a newer one, or a server passing off old metadata).
 async function decryptMeta(record, field) {
   const ciphertext = record[`encrypted_${field}`];
   if (!ciphertext) return null;
@@ -27,6 +30,7 @@ async function decryptMeta(record, field) {
       version: record.meta_version || 1, ciphertext,
     });
   } catch (error) {
+    if (error.code === "stale_version") throw error;
     return null;
   }
 }
@@ -58,37 +62,68 @@ async function encryptMeta(chat, changes, version) {
   return encrypted;
 }
 
+// The list's name of a server-managed chat whose title the server could not open.
+const SERVER_MANAGED_TITLE = "API conversation";
+
 export class ChatStorage {
   // screen: a Screen; storage shows what it changed through it (list, header, the open
   // chat's messages, an error in the status line).
   constructor(screen) {
     this.screen = screen;
     this.metaQueues = new Map(); // chat_id -> the promise of its last metadata update
+    this.showCalls = new Map(); // chat_id -> the number of showChat calls so far
+    this.shownTickets = new Map(); // chat_id -> the call whose record the list shows
   }
 
   async ingestChat(incoming) {
+    if (isServerManaged(incoming)) {
+      // Its plaintext title stays in memory; IndexedDB keeps the record without it.
+      const { title, ...record } = incoming;
+      if (typeof title === "string" && title) state.plainTitles.set(incoming.chat_id, title);
+      return this.showChat(await state.store.putChat(record));
+    }
     return this.showChat(await state.store.putChat(incoming));
   }
 
-  // Decrypts a stored chat record's metadata into the in-memory list.
+  // Decrypts a stored chat record's metadata into the in-memory list. Calls for one chat
+  // come in the order of the store's writes, but their decryptions may finish in any
+  // order: a record is shown only if no later call for the chat was shown already (an
+  // older record finishing last would silently undo a new title), and never after the
+  // chat was forgotten.
   async showChat(record) {
+    const chatId = record.chat_id;
+    const ticket = (this.showCalls.get(chatId) || 0) + 1;
+    this.showCalls.set(chatId, ticket);
     const shown = { ...record };
-    try {
-      await ensureChatKey(record);
-      for (const field of META_FIELDS) shown[field] = (await decryptMeta(record, field)) || null;
-    } catch (error) {
-      shown.title = "(cannot decrypt)";
+    if (isServerManaged(record)) {
+      shown.title = state.plainTitles.get(chatId) || SERVER_MANAGED_TITLE;
+    } else {
+      try {
+        await ensureChatKey(record);
+        for (const field of META_FIELDS) shown[field] = (await decryptMeta(record, field)) || null;
+      } catch (error) {
+        // Older metadata than the list shows: the list keeps what it has.
+        if (error.code === "stale_version" && state.chats.has(chatId)) return state.chats.get(chatId);
+        shown.title = "(cannot decrypt)";
+      }
     }
+    if ((this.shownTickets.get(chatId) || 0) > ticket) return state.chats.get(chatId) || shown;
+    this.shownTickets.set(chatId, ticket);
     // A "forbidden" answer is known only to this page, not to the stored record: keep it
     // when the record is shown again (a metadata update would otherwise unlock the composer).
-    if (state.chats.get(record.chat_id)?.readOnly) shown.readOnly = true;
-    state.chats.set(record.chat_id, shown);
+    if (state.chats.get(chatId)?.readOnly) shown.readOnly = true;
+    state.chats.set(chatId, shown);
     return shown;
   }
 
   // messages: server message records (sync.phase, REST); one marked needs_store carries
   // the server's plaintext copy, which this tab encrypts and stores.
   async ingestMessages(chatId, messages) {
+    if (isServerManaged(state.chats.get(chatId))) {
+      this.keepPlainMessages(chatId, messages || []);
+      if (chatId === state.currentChatId) await this.screen.renderStoredMessages(chatId);
+      return;
+    }
     for (const message of messages || []) {
       if (message.needs_store && typeof message.content === "string") {
         await this.storeMessage(chatId, message.message_id, message.role, message.content, message.version || 0, message);
@@ -96,6 +131,7 @@ export class ChatStorage {
       }
       await state.store.putMessage({
         message_id: message.message_id, chat_id: chatId, role: message.role,
+        ...(message.parent_id !== undefined ? { parent_id: message.parent_id } : {}),
         status: message.status, version: message.version,
         encrypted_content: message.encrypted_content, model: message.model || "",
         created_at: message.created_at,
@@ -104,40 +140,136 @@ export class ChatStorage {
     if (chatId === state.currentChatId) await this.screen.renderStoredMessages(chatId);
   }
 
+  // A server-managed chat's messages as the server sent them (content: its opened copy),
+  // merged by message_id into what this tab holds, oldest first.
+  keepPlainMessages(chatId, messages) {
+    const held = new Map((state.plainMessages.get(chatId) || []).map((m) => [m.message_id, m]));
+    for (const message of messages) {
+      held.set(message.message_id, {
+        message_id: message.message_id, role: message.role, status: message.status,
+        model: message.model || "", created_at: message.created_at,
+        content: typeof message.content === "string" ? message.content : held.get(message.message_id)?.content ?? null,
+      });
+    }
+    const rows = [...held.values()].sort((a, b) => String(a.created_at).localeCompare(String(b.created_at))
+      || (a.message_id < b.message_id ? -1 : 1));
+    state.plainMessages.set(chatId, rows);
+  }
+
   // Reads a chat and its messages over REST; a chat the server no longer has is forgotten.
+  // Reads a chat and its messages over REST; offline (also when the connection went
+  // between the two reads) it leaves the chat as IndexedDB has it.
   async fetchChat(chatId) {
+    if (!navigator.onLine) return;
     try {
       const record = await api("GET", `/api/chats/${chatId}/`);
       await this.ingestChat(record);
+      if (!navigator.onLine) return;
       const messages = await api("GET", `/api/chats/${chatId}/messages/?since=0`);
       await this.ingestMessages(chatId, messages.messages || messages.results || messages);
       this.screen.chatChanged(chatId);
     } catch (error) {
-      if (error instanceof HttpError && error.status === 404) this.forgetChat(chatId);
+      if (error instanceof HttpError && error.status === 404) this.forgetChat(chatId, { elsewhere: true });
     }
   }
 
-  async forgetChat(chatId) {
+  // elsewhere: the chat went in another tab or on another device (a notice says so when
+  // it was the open one).
+  async forgetChat(chatId, { elsewhere = false } = {}) {
+    // A showChat still decrypting this chat must not bring it back.
+    const ticket = (this.showCalls.get(chatId) || 0) + 1;
+    this.showCalls.set(chatId, ticket);
+    this.shownTickets.set(chatId, ticket);
     state.chats.delete(chatId);
     await state.store.deleteChat(chatId);
-    if (state.currentChatId === chatId) this.screen.newChat();
+    if (state.currentChatId === chatId) {
+      this.screen.newChat();
+      if (elsewhere) this.screen.status("The chat you had open was deleted in another tab or on another device.");
+    }
     this.screen.refreshList();
   }
 
-  // Creates a chat on `instance` (a slug) under a fresh chat key; returns its id.
+  // Creates a chat on `instance` (a slug) under a fresh chat key; returns its id. While
+  // disconnected the chat is kept here at once and chat.create waits in the socket's
+  // outbox (sent first on reconnect, before the outbox's messages); connected, the
+  // server's answer is awaited.
   async createChat(instance) {
     const chatId = uuidv7();
     const encryptedChatKey = await keyring.createChatKey(chatId);
-    const created = await withTimeout(state.socket.request({
-      type: "chat.create", chat_id: chatId, instance, encrypted_chat_key: encryptedChatKey,
-    }, ["chat.created"]));
+    const online = state.socket.isOpen();
+    const frame = { type: "chat.create", chat_id: chatId, instance, encrypted_chat_key: encryptedChatKey };
+    let version = 1;
+    if (online) {
+      version = (await withTimeout(state.socket.request(frame, ["chat.created"]))).version || 1;
+    } else {
+      // Kept in IndexedDB too (no plaintext in it), so a reload still creates the chat.
+      await state.store.putOutbox({ id: `chat:${chatId}`, kind: "chat", chat_id: chatId, frame });
+      this.sendKeptChat(frame);
+    }
     const now = new Date().toISOString();
     await this.ingestChat({
-      chat_id: chatId, instance, version: created.version || 1, meta_version: 1,
+      chat_id: chatId, instance, version, meta_version: 1,
       encrypted_chat_key: encryptedChatKey, pinned: false, message_count: 0,
-      created_at: now, updated_at: now,
+      created_at: now, updated_at: now, last_message_at: now,
     });
     return chatId;
+  }
+
+  // Sends a kept chat.create; once the server answered it (created, or refused: the chat
+  // exists), it leaves IndexedDB's outbox.
+  sendKeptChat(frame) {
+    state.socket.request(frame, ["chat.created"])
+      .then(() => state.store.deleteOutbox(`chat:${frame.chat_id}`))
+      .catch((error) => {
+        if (error.code) state.store.deleteOutbox(`chat:${frame.chat_id}`);
+        this.screen.status(`Could not start the chat: ${error.message}`);
+      });
+  }
+
+  // Keeps a message.send in IndexedDB until the server answers it, its text encrypted
+  // under the chat's key as a stored message is: typed text survives a reload or a
+  // closed tab while offline.
+  async keepOutgoing(frame) {
+    const chat = state.chats.get(frame.chat_id);
+    if (!chat) return;
+    await ensureChatKey(chat);
+    const { content, ...rest } = frame;
+    const encrypted = await keyring.encryptField({
+      chatId: frame.chat_id, objectId: frame.message_id, field: "content", role: "user", version: 1, plaintext: content,
+    });
+    await state.store.putOutbox({
+      id: frame.message_id, kind: "message", chat_id: frame.chat_id, role: "user", version: 1,
+      encrypted_content: encrypted, frame: rest,
+    });
+  }
+
+  // What IndexedDB's outbox holds from an earlier page: chats to create go to the socket
+  // (sent first when it opens), messages back into the page's outbox (sent on connect).
+  async restoreOutbox() {
+    for (const record of await state.store.outbox()) {
+      if (record.kind === "chat") {
+        this.sendKeptChat(record.frame);
+        continue;
+      }
+      let content = null;
+      try {
+        content = await decryptMessage({ ...record, message_id: record.id });
+      } catch (error) {
+        content = null;
+      }
+      if (content === null) { await state.store.deleteOutbox(record.id); continue; }
+      state.pendingUser.set(record.id, { chatId: record.chat_id, content, parentId: record.frame.parent_id });
+      state.outbox.set(record.id, { ...record.frame, content });
+    }
+  }
+
+  // A message was just sent in `chatId`: it moves to the top of the list now (the server's
+  // last_message_at replaces this time at the next sync).
+  async touchChat(chatId) {
+    const record = await state.store.chat(chatId);
+    if (!record) return;
+    await this.showChat(await state.store.putChat({ ...record, last_message_at: new Date().toISOString() }));
+    this.screen.refreshList();
   }
 
   // changes: {title?, icon?, summary?, tags?, pinned?}. Updates of one chat run one after
@@ -165,7 +297,6 @@ export class ChatStorage {
         ...(changes.pinned !== undefined ? { pinned: changes.pinned } : {}),
         version: answer.version,
         ...(metaChanged ? { meta_version: base + 1 } : {}),
-        updated_at: new Date().toISOString(),
       });
       if (record) await this.ingestChat(record);
       this.screen.chatChanged(chatId);
@@ -186,7 +317,7 @@ export class ChatStorage {
   }
 
   // Encrypts a message at baseVersion + 1, keeps it in IndexedDB and sends message.store.
-  // meta: {status?, model?, created_at?}.
+  // meta: {status?, model?, language?, created_at?, parent_id? (docs/protocol.md §12)}.
   async storeMessage(chatId, messageId, role, content, baseVersion = 0, meta = {}) {
     const chat = state.chats.get(chatId);
     if (!chat) return;
@@ -197,6 +328,8 @@ export class ChatStorage {
     await state.store.putMessage({
       message_id: messageId, chat_id: chatId, role, status: meta.status || "done",
       version: baseVersion + 1, encrypted_content: encrypted, model: meta.model || "",
+      ...(meta.language ? { language: meta.language } : {}),
+      ...(meta.parent_id !== undefined ? { parent_id: meta.parent_id } : {}),
       created_at: meta.created_at || new Date().toISOString(),
     });
     state.socket.send({
@@ -210,7 +343,7 @@ export class ChatStorage {
     const pending = state.pendingUser.get(messageId);
     if (!pending || state.storedUser.has(messageId)) return;
     state.storedUser.add(messageId);
-    await this.storeMessage(pending.chatId, messageId, "user", pending.content, 0, { status: "done" });
+    await this.storeMessage(pending.chatId, messageId, "user", pending.content, 0, { status: "done", parent_id: pending.parentId });
   }
 
   // Embeds are stored like messages: client ciphertext (field "embed", the embed's own id).
@@ -251,15 +384,20 @@ export class ChatStorage {
     }
   }
 
-  // The chat's messages this device can read, [{message_id, role, content}] oldest first,
-  // fitted into one chat.history frame.
+  // The chat's messages this device can read, [{message_id, role, content, opt. files}]
+  // oldest first, a question with its files (historyFiles), fitted into one chat.history
+  // frame.
   async readableHistory(chatId) {
     const rows = await state.store.messages(chatId);
+    const files = await historyFiles(chatId);
     const messages = [];
     for (const row of rows) {
       try {
         const content = await decryptMessage(row);
-        if (content !== null) messages.push({ message_id: row.message_id, role: row.role, content });
+        if (content === null) continue;
+        const message = { message_id: row.message_id, role: row.role, content };
+        const attached = row.role === "user" ? files.get(row.message_id) : null;
+        messages.push(attached?.length ? { ...message, files: attached } : message);
       } catch (error) {
         // A message this device cannot read is left out; the server asked for what we have.
       }

@@ -7,8 +7,12 @@
 //             encrypted_category, pinned, message_count, created_at, updated_at }
 // messages: { message_id, chat_id, role, status, version, encrypted_content, model,
 //             created_at }
+// outbox:   what this browser sent that the server has not answered yet, kept across a
+//           reload or a closed tab: { id: message_id, kind: "message", chat_id, role,
+//           version, encrypted_content, frame (message.send without its content) } and
+//           { id: "chat:" + chat_id, kind: "chat", frame (chat.create: no plaintext) }
 
-const DB_VERSION = 1;
+const DB_VERSION = 2;
 
 function promisify(request) {
   return new Promise((resolve, reject) => {
@@ -34,6 +38,7 @@ export async function openStore(userId) {
       const messages = db.createObjectStore("messages", { keyPath: "message_id" });
       messages.createIndex("chat", "chat_id");
     }
+    if (!db.objectStoreNames.contains("outbox")) db.createObjectStore("outbox", { keyPath: "id" });
   };
   const db = await promisify(request);
   return new Store(db);
@@ -42,6 +47,13 @@ export async function openStore(userId) {
 class Store {
   constructor(db) {
     this.db = db;
+    // onChange(chatId): called after a chat's record or one of its messages was written
+    // or deleted (the chat search reads the chat again).
+    this.onChange = null;
+  }
+
+  changed(chatId) {
+    if (this.onChange) this.onChange(chatId);
   }
 
   async chats() {
@@ -65,6 +77,7 @@ class Store {
     else if (existing) kept = { ...existing, ...record };
     chats.put(kept);
     await done(tx);
+    this.changed(record.chat_id);
     return kept;
   }
 
@@ -76,6 +89,7 @@ class Store {
     const updated = { ...existing, ...changes };
     chats.put(updated);
     await done(tx);
+    this.changed(chatId);
     return updated;
   }
 
@@ -85,6 +99,7 @@ class Store {
     const keys = await promisify(tx.objectStore("messages").index("chat").getAllKeys(chatId));
     for (const key of keys) tx.objectStore("messages").delete(key);
     await done(tx);
+    this.changed(chatId);
   }
 
   async messages(chatId) {
@@ -106,7 +121,26 @@ class Store {
     }
     messages.put(kept);
     await done(tx);
+    this.changed(record.chat_id);
     return kept;
+  }
+
+  async outbox() {
+    const tx = this.db.transaction("outbox");
+    const rows = await promisify(tx.objectStore("outbox").getAll());
+    return rows.sort((a, b) => String(a.queued_at).localeCompare(String(b.queued_at)));
+  }
+
+  async putOutbox(record) {
+    const tx = this.db.transaction("outbox", "readwrite");
+    tx.objectStore("outbox").put({ queued_at: new Date().toISOString(), ...record });
+    await done(tx);
+  }
+
+  async deleteOutbox(id) {
+    const tx = this.db.transaction("outbox", "readwrite");
+    tx.objectStore("outbox").delete(id);
+    await done(tx);
   }
 
   close() {

@@ -68,6 +68,11 @@ export class ChatSocket extends EventTarget {
     });
   }
 
+  // Whether a frame sent now goes out at once (else it waits in the outbox).
+  isOpen() {
+    return Boolean(this.socket) && this.socket.readyState === WebSocket.OPEN;
+  }
+
   close() {
     this.stopped = true;
     if (this.socket) this.socket.close(1000);
@@ -242,14 +247,20 @@ export function chatSocketUrl() {
 const encoder = new TextEncoder();
 const jsonBytes = (value) => encoder.encode(JSON.stringify(value)).length;
 
-// `messages` ({message_id, role, content}, oldest first) made to fit one chat.history
-// frame: while they are too large together, the oldest are shortened to their beginning
-// (the model reads the newest messages; every message stays, so the count matches).
+// `messages` ({message_id, role, content, opt. files}, oldest first) made to fit one
+// chat.history frame: while they are too large together, the oldest are shortened to
+// their beginning (the model reads the newest messages; every message stays, so the count
+// matches). Then the files' data (docs/protocol.md §13: a file {embed_id, name, mime,
+// data}; an image goes by its name only) is kept for the newest files that still fit;
+// the others go without it, which the server says in the message's text.
 export function historyWithinLimit(messages) {
   const budget = BULK_FRAME_BYTES - HISTORY_RESERVE_BYTES;
-  const sizes = messages.map((message) => jsonBytes(message) + 1);
+  const named = messages.map((message) => (message.files?.length
+    ? { ...message, files: message.files.map(({ data, ...file }) => file) }
+    : message));
+  const sizes = named.map((message) => jsonBytes(message) + 1);
   let total = sizes.reduce((sum, size) => sum + size, 0);
-  const fitted = messages.slice();
+  const fitted = named.slice();
   for (let i = 0; i < fitted.length && total > budget; i += 1) {
     let head = fitted[i].content.slice(0, SHORTENED_CHARS);
     if (/[\ud800-\udbff]$/.test(head)) head = head.slice(0, -1); // no half of a pair
@@ -258,6 +269,15 @@ export function historyWithinLimit(messages) {
     if (size >= sizes[i]) continue;
     total -= sizes[i] - size;
     fitted[i] = short;
+  }
+  for (let i = messages.length - 1; i >= 0; i -= 1) {
+    (messages[i].files || []).forEach((file, f) => {
+      // `,"data":"…"`: base64 needs no escapes.
+      const size = typeof file.data === "string" ? file.data.length + 10 : 0;
+      if (!size || total + size > budget) return;
+      total += size;
+      fitted[i].files[f] = { ...fitted[i].files[f], data: file.data };
+    });
   }
   return fitted;
 }

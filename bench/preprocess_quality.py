@@ -1,0 +1,280 @@
+"""Pre-processing quality and speed on the labelled sets in tests/data/preprocess/
+(docs/architecture.md §10).
+
+Prints, per split (``dev``: the one rules and thresholds were set on; ``held``: never
+tuned on), one ``name: value unit`` line per figure:
+
+* ``tool_recall`` / ``tool_precision`` (all seven built-in tools enabled; a first
+  message, so with the embedding) and ``tool_recall_<tool>``, ``tool_recall_lang_<code>``;
+  ``tool_recall_follow_up`` / ``tool_precision_follow_up`` (without the embedding);
+* ``language_accuracy`` (and ``language_misses`` listed);
+* ``injection_recall`` (outputs with instructions that screening redacts or withholds)
+  and ``injection_false_positive_rate`` (clean outputs it touches);
+* ``preprocess_p50`` / ``preprocess_p99`` (ms) of ``preprocess(...)`` per message on a
+  follow-up, and ``embedding_p50`` (ms) of the message's embedding alone;
+* ``model_preselection_p50_ms`` / ``model_preselection_p99_ms``: the model-based tool
+  preselection (``preprocess.amodel_tools_merge``, a first message of an instance with
+  ``model_tool_preselection``) through the real gateway and LiteLLM to the scripted fake
+  of ``tests/llm_fake.py`` answering at once, so what the product adds to the
+  provider's own time; ``model_preselection_merged`` the share of calls whose pick was
+  merged (1.0: none fell back).
+
+Run: ``.venv/bin/python bench/preprocess_quality.py [--split dev|held|both] [--misses]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "preprocess"
+TOOLS = (
+    "calculator",
+    "datetime_now",
+    "unit_convert",
+    "weather",
+    "web_search",
+    "memory_search",
+    "memory_save",
+)
+
+
+def rows(name: str) -> list[dict[str, str]]:
+    """The rows of ``tests/data/preprocess/<name>.tsv`` as dicts (tab-separated, header)."""
+    with (DATA / f"{name}.tsv").open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def hidden_text(text: str) -> str:
+    """``text`` with the data files' markers made invisible: ``⟦tag:…⟧`` as Unicode tag
+    characters, ``⟦zw:…⟧`` / ``⟦zwj:…⟧`` with a ZWSP / ZWJ between letters, ``⟦flag:gbsct⟧``
+    as a subdivision flag emoji."""
+    text = re.sub(r"⟦tag:(.*?)⟧", lambda m: "".join(chr(0xE0000 + ord(c)) for c in m[1]), text)
+    text = re.sub(r"⟦zw:(.*?)⟧", lambda m: "\u200b".join(m[1]), text)
+    text = re.sub(r"⟦zwj:(.*?)⟧", lambda m: "\u200d".join(m[1]), text)
+    return re.sub(
+        r"⟦flag:(.*?)⟧",
+        lambda m: "\U0001f3f4" + "".join(chr(0xE0000 + ord(c)) for c in m[1]) + "\U000e007f",
+        text,
+    )
+
+
+def _setup() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "openmates.settings")
+    import django
+
+    django.setup()
+
+
+def tool_figures(split: str, show: bool, *, semantic: bool = True) -> dict[str, float]:
+    """Recall, precision and per-tool / per-language recall of tool preselection (with
+    the embedding, as on a first message, or without, as on a follow-up)."""
+    from pipeline import preprocess as pre
+    from skills.registry import get_tool
+
+    pre.warm_up()
+    candidates = []
+    for name in TOOLS:
+        spec = get_tool(name)
+        assert spec is not None, name
+        candidates.append(pre.ToolCandidate(name=name, description=spec.description))
+    hits: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    by_lang: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    offered = correct = 0
+    for row in rows(f"tool_requests_{split}"):
+        gold = {t for t in row["tools"].split(",") if t}
+        language = pre.detect_language(row["text"], fallback="en")
+        chosen = pre.tool_choices(row["text"], candidates, language=language, semantic=semantic)
+        got = {c.name for c in chosen}
+        offered += len(got)
+        correct += len(got & gold)
+        for tool in gold:
+            hits[tool][0] += tool in got
+            hits[tool][1] += 1
+            by_lang[row["lang"]][0] += tool in got
+            by_lang[row["lang"]][1] += 1
+        if show and got != gold:
+            print(f"  tool miss [{row['lang']}] gold={sorted(gold)} got={chosen} {row['text']}")
+    found = sum(h[0] for h in hits.values())
+    total = sum(h[1] for h in hits.values())
+    figures = {"tool_recall": found / total, "tool_precision": correct / max(offered, 1)}
+    figures |= {f"tool_recall_{tool}": h[0] / h[1] for tool, h in sorted(hits.items())}
+    figures |= {f"tool_recall_lang_{lang}": h[0] / h[1] for lang, h in sorted(by_lang.items())}
+    return figures
+
+
+def language_figures(split: str, show: bool) -> dict[str, float]:
+    """Share of language samples detected as labelled (with their fallback language)."""
+    from pipeline import preprocess as pre
+
+    samples = rows(f"language_{split}")
+    right = 0
+    for row in samples:
+        got = pre.detect_language(row["text"], fallback=row["fallback"])
+        right += got == row["lang"]
+        if show and got != row["lang"]:
+            print(f"  language miss want={row['lang']} got={got} {row['text']}")
+    return {"language_accuracy": right / len(samples)}
+
+
+def injection_figures(split: str, show: bool) -> dict[str, float]:
+    """Recall on outputs with instructions and false-positive rate on clean ones."""
+    from pipeline import tool_output as out
+
+    caught = positives = flagged = negatives = 0
+    for row in rows(f"tool_outputs_{split}"):
+        screened = out.screen_tool_output({"success": True, "result": hidden_text(row["text"])})
+        touched = screened["screening"]["action"] != "kept"
+        if row["injection"] == "1":
+            positives += 1
+            caught += touched
+        else:
+            negatives += 1
+            flagged += touched
+        if show and touched != (row["injection"] == "1"):
+            print(f"  screening miss {screened['screening']} {row['text'][:100]}")
+    return {
+        "injection_recall": caught / positives,
+        "injection_false_positive_rate": flagged / negatives,
+    }
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def timing_figures(split: str) -> dict[str, float]:
+    """p50/p99 (ms) of ``preprocess(...)`` on follow-ups, and of the embedding alone."""
+    from instances.models import Instance
+    from pipeline import preprocess as pre
+    from pipeline import tool_match
+    from skills.registry import get_tool
+
+    instance = Instance(name="bench", slug="bench", default_language="en")
+    candidates: list[Any] = []
+    for name in TOOLS:
+        spec = get_tool(name)
+        assert spec is not None
+        candidates.append(pre.ToolCandidate(name=name, description=spec.description))
+    pre.warm_up()
+    texts = [r["text"] for r in rows(f"tool_requests_{split}")]
+    times: list[float] = []
+    embeds: list[float] = []
+    for round_ in range(3):
+        for index, text in enumerate(texts):
+            message = f"{text} ({round_}.{index})"  # never cached
+            start = time.perf_counter()
+            pre.preprocess(
+                content=message,
+                instance=instance,
+                candidates=candidates,
+                role="member",
+                previous_assistant="An earlier answer.",
+                mate_categories=["software", "writing"],
+                fallback_language="en",
+            )
+            times.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            tool_match.message_vector(f"{message} again")
+            embeds.append((time.perf_counter() - start) * 1000)
+    return {
+        "preprocess_p50": statistics.median(times),
+        "preprocess_p99": _percentile(times, 0.99),
+        "embedding_p50": statistics.median(embeds),
+    }
+
+
+async def _model_preselection_times(calls: int) -> tuple[list[float], int]:
+    from instances.models import Instance
+    from pipeline import preprocess as pre
+    from skills.registry import get_tool
+    from tests.llm_fake import scripted_provider
+
+    provider = scripted_provider()
+    instance = Instance(name="bench", slug="bench", default_language="en")
+    candidates = []
+    for name in TOOLS:
+        spec = get_tool(name)
+        assert spec is not None
+        candidates.append(pre.ToolCandidate(name=name, description=spec.description))
+    times: list[float] = []
+    merged = 0
+    for index in range(calls):
+        decided = pre.preprocess(
+            content=f"Help me plan the shopping budget ({index})",
+            instance=instance,
+            candidates=candidates,
+            role="member",
+            previous_assistant=None,
+            mate_categories=(),
+        )
+        provider.reply(text='{"tools": ["calculator"]}', model="fast")
+        start = time.perf_counter()
+        result = await pre.amodel_tools_merge(
+            decided, candidates=candidates, instance=instance, chat_id="bench"
+        )
+        times.append((time.perf_counter() - start) * 1000)
+        merged += "calculator" in result.tools
+        provider.requests.clear()
+    return times, merged
+
+
+def model_preselection_figures(calls: int = 300) -> dict[str, float]:
+    """p50/p99 (ms) of the model-based preselection against the instant scripted model
+    (the first 20 calls, LiteLLM warming up, left out), and the share merged."""
+    import asyncio
+    import logging
+
+    from django.conf import settings
+
+    settings.LLM_DEFAULT_TIERS = {"fast": [{"model": "scripted/fast"}]}
+    # The AI call log has no database here: its dropped batches are not the figure.
+    logging.getLogger("openmates.llm_calllog").setLevel(logging.ERROR)
+    times, merged = asyncio.run(_model_preselection_times(calls + 20))
+    times = times[20:]
+    return {
+        "model_preselection_p50_ms": statistics.median(times),
+        "model_preselection_p99_ms": _percentile(times, 0.99),
+        "model_preselection_merged": merged / (calls + 20),
+    }
+
+
+def main() -> None:
+    """Print the figures of the chosen split(s)."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--split", choices=("dev", "held", "both"), default="both")
+    parser.add_argument("--misses", action="store_true", help="list every miss")
+    parser.add_argument("--no-timing", action="store_true")
+    args = parser.parse_args()
+    _setup()
+    splits = ("dev", "held") if args.split == "both" else (args.split,)
+    for split in splits:
+        figures = tool_figures(split, args.misses)
+        follow_up = tool_figures(split, False, semantic=False)
+        figures["tool_recall_follow_up"] = follow_up["tool_recall"]
+        figures["tool_precision_follow_up"] = follow_up["tool_precision"]
+        figures |= language_figures(split, args.misses)
+        figures |= injection_figures(split, args.misses)
+        if not args.no_timing:
+            figures |= timing_figures(split)
+        for name, value in figures.items():
+            unit = "ms" if name.endswith(("_p50", "_p99")) else ""
+            print(f"{split}.{name}: {value:.3f} {unit}".rstrip())
+    if not args.no_timing:
+        for name, value in model_preselection_figures().items():
+            print(f"{name}: {value:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+"""``/v1/models`` and ``/v1/chat/completions``: OpenAI's API over server-managed turns.
+
+Authentication is ``Authorization: Bearer`` with an instance key (``omk_…``: its
+instance only, as the key's pseudo-user, role ``member``) or a user's API token
+(``om_…``: the instances the user belongs to, as that user with their role). A model is
+an instance slug. Each request runs the instance's pipeline through
+``pipeline.server_turn`` (docs/api.md §3). The ``OpenMates-Conversation-Id`` request
+header continues that server-side conversation (only its last user message is new);
+without it the request's earlier messages seed a new conversation, whose id the
+response header of the same name carries. Every error is OpenAI-shaped
+(``openai_api.wire.WireError``), never a 500 page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from accounts.instance_keys import instance_key_get_usable, is_instance_key
+from accounts.services import api_token_authenticate
+from instances.models import Instance, InstanceMember
+from openai_api import quotas, wire
+from openmates import ids
+from openmates.db import db_call
+from pipeline import events as ev
+from pipeline.protocol import ErrorCode
+from pipeline.server_turn import (
+    ConversationNotFoundError,
+    ServerTurn,
+    ServerTurnInput,
+    server_turn_start,
+)
+
+logger = logging.getLogger(__name__)
+
+CONVERSATION_HEADER = "OpenMates-Conversation-Id"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a ``/v1`` request runs as: ``user_id`` (whose data), ``subject`` (the limits'
+    counter: ``key:<prefix>`` or ``user:<id>``), ``models`` slug → (instance, role)."""
+
+    user_id: int
+    subject: str
+    models: dict[str, tuple[Instance, str]]
+
+
+def _bad_key() -> wire.WireError:
+    return wire.WireError(
+        401,
+        "The API key is missing, malformed, unknown, revoked or expired.",
+        code="invalid_api_key",
+        headers={"WWW-Authenticate": 'Bearer realm="v1"'},
+    )
+
+
+def _caller_load(raw: str) -> Caller | None:
+    """The caller a Bearer credential names, or None (sync: database reads)."""
+    if is_instance_key(raw):
+        key = instance_key_get_usable(raw)
+        if key is None:
+            return None
+        return Caller(
+            user_id=key.user_id,
+            subject=f"key:{key.prefix}",
+            models={key.instance.slug: (key.instance, InstanceMember.Role.MEMBER)},
+        )
+    token = api_token_authenticate(raw)
+    if token is None:
+        return None
+    members = InstanceMember.objects.filter(user_id=token.user_id).select_related("instance")
+    return Caller(
+        user_id=token.user_id,
+        subject=f"user:{token.user_id}",
+        models={m.instance.slug: (m.instance, m.role) for m in members},
+    )
+
+
+async def _authenticate(request: HttpRequest) -> Caller:
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        raise _bad_key()
+    caller = await db_call(_caller_load, raw.strip())
+    if caller is None:
+        raise _bad_key()
+    return caller
+
+
+def _error(exc: wire.WireError) -> JsonResponse:
+    return JsonResponse(exc.body(), status=exc.status, headers=exc.headers)
+
+
+@csrf_exempt
+async def not_found(request: HttpRequest) -> HttpResponse:
+    """Any other path under ``/v1/``: 404 ``{"error": {"type": "invalid_request_error",
+    "code": "unknown_url"}}``, as OpenAI answers a path it does not have."""
+    return _error(
+        wire.WireError(404, f"Unknown path {request.path!r} under /v1/.", code="unknown_url")
+    )
+
+
+@csrf_exempt
+async def models(request: HttpRequest) -> HttpResponse:
+    """``GET /v1/models``: ``{"object": "list", "data": [{"id": slug, "object": "model",
+    "created": unix seconds, "owned_by": "openmates"}]}`` of the caller's instances."""
+    try:
+        if request.method != "GET":
+            raise wire.WireError(405, "Use GET.", code="method_not_allowed")
+        caller = await _authenticate(request)
+    except wire.WireError as exc:
+        return _error(exc)
+    data = [
+        {
+            "id": slug,
+            "object": "model",
+            "created": int(instance.created_at.timestamp()),
+            "owned_by": "openmates",
+        }
+        for slug, (instance, _) in sorted(caller.models.items())
+    ]
+    return JsonResponse({"object": "list", "data": data})
+
+
+def _model(caller: Caller, name: str) -> tuple[Instance, str]:
+    found = caller.models.get(name)
+    if found is None:
+        raise wire.WireError(
+            404,
+            f"The model {name!r} does not exist or you do not have access to it.",
+            code="model_not_found",
+            param="model",
+        )
+    return found
+
+
+async def _limit_check(instance: Instance, caller: Caller) -> None:
+    over = await quotas.acheck(instance=instance, subject=caller.subject)
+    if over is not None:
+        raise wire.WireError(
+            429,
+            f"Over the {over.limit.replace('_', ' ')} limit; retry in {over.retry_after_s} s.",
+            type_="rate_limit_error",
+            code=over.limit,
+            headers={"Retry-After": str(over.retry_after_s)},
+        )
+
+
+def _turn_input(
+    request: HttpRequest, body: wire.ChatRequest, caller: Caller, found: tuple[Instance, str]
+) -> ServerTurnInput:
+    conversation = request.headers.get(CONVERSATION_HEADER) or None
+    if conversation is not None and not ids.is_uuid7(conversation):
+        raise _no_conversation()
+    last = body.messages[-1]
+    text = wire.part_text(last.content, where=f"messages.{len(body.messages) - 1}.content")
+    history = []
+    if conversation is None:
+        for number, message in enumerate(body.messages[:-1]):
+            content = wire.part_text(message.content, where=f"messages.{number}.content")
+            history.append({"role": message.role, "content": content})
+    if not text.strip():
+        raise wire.WireError(400, "The last user message is empty.", param="messages")
+    return ServerTurnInput(
+        instance=found[0],
+        user_id=caller.user_id,
+        role=found[1],
+        text=text,
+        conversation_id=conversation,
+        history=history,
+        options=wire.main_call_options(body),
+    )
+
+
+def _no_conversation() -> wire.WireError:
+    return wire.WireError(
+        404,
+        f"No conversation with this {CONVERSATION_HEADER} for this key and model.",
+        code="conversation_not_found",
+    )
+
+
+async def _start(request: HttpRequest) -> tuple[wire.ChatRequest, Caller, ServerTurn]:
+    if request.method != "POST":
+        raise wire.WireError(405, "Use POST.", code="method_not_allowed")
+    caller = await _authenticate(request)
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise wire.WireError(
+            413, "The request body is too large.", code="request_too_large"
+        ) from None
+    body = wire.parse_request(raw)
+    found = _model(caller, body.model)
+    inp = _turn_input(request, body, caller, found)
+    await _limit_check(found[0], caller)
+    if body.user:
+        # Recorded for the operator; never used to choose whose data the turn reads.
+        logger.info("v1 request by %s for %s, end user %r", caller.subject, body.model, body.user)
+    try:
+        turn = await server_turn_start(inp)
+    except ConversationNotFoundError:
+        raise _no_conversation() from None
+    return body, caller, turn
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+    """``POST /v1/chat/completions``: a ``chat.completion`` or its SSE chunks."""
+    try:
+        body, caller, turn = await _start(request)
+    except wire.WireError as exc:
+        return _error(exc)
+    created = int(time.time())
+    headers = {CONVERSATION_HEADER: turn.conversation_id}
+    if body.stream:
+        response = StreamingHttpResponse(
+            _sse(turn, body, caller, created), content_type="text/event-stream", headers=headers
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx: pass chunks on as they come
+        return response
+    done = await turn.run_to_end(until_done=True)
+    await _tokens_count(turn, caller, done)
+    if done.status != "done":
+        return _error(_turn_failed(turn))
+    result = wire.completion_json(
+        completion_id=f"chatcmpl-{turn.reply_id}",
+        created=created,
+        model=body.model,
+        text=done.content,
+        finish=done.finish_reason or "stop",
+        usage=done.usage,
+    )
+    return JsonResponse(result, headers=headers)
+
+
+def _turn_failed(turn: ServerTurn, error: ev.Error | None = None) -> wire.WireError:
+    status = turn.final.status if turn.final is not None else "failed"
+    message = error.message if error is not None else f"The turn ended {status}."
+    return wire.WireError(502, message, type_="server_error", code=error.code if error else status)
+
+
+async def _tokens_count(turn: ServerTurn, caller: Caller, done: ev.StreamDone) -> None:
+    used = sum(int(v) for v in done.usage.values())
+    await quotas.atokens_add(instance_id=turn.instance.pk, subject=caller.subject, tokens=used)
+
+
+# Characters per token for an estimate (OpenAI's rule of thumb for English text).
+CHARS_PER_TOKEN = 4
+_counting: set[asyncio.Task[None]] = set()
+
+
+def estimated_tokens(body: wire.ChatRequest, streamed_chars: int) -> int:
+    """Tokens a stream the client left used, estimated from characters: the request's
+    messages and what was streamed, :data:`CHARS_PER_TOKEN` per token, at least 1. The
+    provider's usage comes only at a stream's end, which a client that disconnects
+    never lets come."""
+    chars = sum(len(str(message.content)) for message in body.messages) + streamed_chars
+    return max(1, -(-chars // CHARS_PER_TOKEN))
+
+
+def _count_left_stream(turn: ServerTurn, caller: Caller, tokens: int) -> None:
+    # The response's task is being cancelled: count in a task of its own.
+    counting = asyncio.ensure_future(
+        quotas.atokens_add(instance_id=turn.instance.pk, subject=caller.subject, tokens=tokens)
+    )
+    _counting.add(counting)
+    counting.add_done_callback(_counting.discard)
+
+
+async def _sse(
+    turn: ServerTurn, body: wire.ChatRequest, caller: Caller, created: int
+) -> AsyncIterator[bytes]:
+    """The turn as ``chat.completion.chunk`` events, ``data: [DONE]`` last."""
+    with_usage = bool(body.stream_options and body.stream_options.include_usage)
+    base: dict[str, Any] = {
+        "completion_id": f"chatcmpl-{turn.reply_id}",
+        "created": created,
+        "model": body.model,
+        "with_usage": with_usage,
+    }
+    error: ev.Error | None = None
+    streamed_chars = 0
+    try:
+        yield wire.sse(wire.chunk_json(delta={"role": "assistant", "content": ""}, **base))
+        async for event in turn.events(until_done=True):
+            if isinstance(event, ev.ReplyDelta) and event.text:
+                streamed_chars += len(event.text)
+                yield wire.sse(wire.chunk_json(delta={"content": event.text}, **base))
+            elif isinstance(event, ev.Error) and event.code != ErrorCode.SAFETY_REJECTED:
+                error = event
+    finally:
+        if turn.final is None:  # the client left: its turn is cancelled, its tokens count
+            _count_left_stream(turn, caller, estimated_tokens(body, streamed_chars))
+    done = turn.final
+    if done is not None:
+        await _tokens_count(turn, caller, done)
+    if done is not None and done.status == "done":
+        yield wire.sse(wire.chunk_json(delta={}, finish=done.finish_reason or "stop", **base))
+    else:
+        yield wire.sse(_turn_failed(turn, error).body())
+    if with_usage and done is not None:
+        yield wire.sse(wire.chunk_json(delta=None, usage=done.usage, **base))
+    yield wire.sse("[DONE]")

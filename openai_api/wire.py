@@ -1,0 +1,291 @@
+"""OpenAI's chat-completions wire format: the request OpenMates accepts and what it sends.
+
+Request (``POST /v1/chat/completions``; docs/api.md §3): ``model`` (an instance slug),
+``messages`` (``role`` ``system`` / ``developer`` / ``user`` / ``assistant`` / ``tool``,
+``content`` a string or a list of ``{"type": "text", "text"}`` parts; the last message
+is the user's), ``stream``, ``stream_options.include_usage``, ``stop`` (a string or up to
+4 strings), ``temperature`` (0-2), ``max_tokens`` / ``max_completion_tokens``, ``user``
+(recorded, never used to pick data), ``n`` (1 only). Client-side ``tools`` /
+``functions`` and image parts are refused. ``top_p`` (0-1), ``presence_penalty`` /
+``frequency_penalty`` (-2 to 2) and ``seed`` are checked but not used; other fields
+OpenMates does not use are ignored, as OpenAI-compatible servers commonly do.
+
+The typed fields are strict, as OpenAI's API is: a number is a JSON number (an integer
+is a number, so ``temperature: 1`` is accepted), an integer a JSON integer, a boolean
+``true`` / ``false``; ``"1"``, ``"yes"``, ``5.0`` for an integer or ``true`` for a number
+are 400 ``invalid_type``, never coerced. Each may be ``null`` (OpenAI's default).
+
+Responses follow https://platform.openai.com/docs/api-reference/chat/object and
+``…/chat/streaming``: a ``chat.completion`` object, or ``chat.completion.chunk`` server-sent
+events ending with ``data: [DONE]``; with ``include_usage`` every chunk carries
+``"usage": null`` and one last chunk has empty ``choices`` and the usage.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from openmates.rest import MAX_JSON_DEPTH, depth_exceeds
+from pipeline.protocol import MAX_CONTENT_BYTES
+
+MAX_STOP = 4
+MAX_MESSAGES = 1_000
+
+
+class WireError(Exception):
+    """A request OpenMates refuses: HTTP status and OpenAI's ``type`` / ``code`` / ``param``."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = (
+            status,
+            message,
+            type_,
+            code,
+            param,
+        )
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        """``{"error": {"message", "type", "param", "code"}}``."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool | None = Field(default=None, strict=True)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    """The accepted body; see the module docstring."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str = Field(min_length=1, max_length=64)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    stream: bool | None = Field(default=None, strict=True)
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0, strict=True)
+    top_p: float | None = Field(default=None, ge=0.0, le=1.0, strict=True)
+    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0, strict=True)
+    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0, strict=True)
+    seed: int | None = Field(default=None, strict=True)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(default=None, ge=1, strict=True)
+    user: str | None = Field(default=None, max_length=256)
+    n: int | None = Field(default=None, strict=True)
+    tools: list[Any] | None = None
+    functions: list[Any] | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stop(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > MAX_STOP:
+            raise ValueError(f"at most {MAX_STOP} stop sequences")
+        return value
+
+
+def part_text(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
+    """A message's text: the string, or its text parts joined.
+
+    Raises:
+        WireError: an image part (no vision model) or a part of an unknown type (400).
+    """
+    if content is None or isinstance(content, str):
+        return content or ""
+    texts = []
+    for part in content:
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind in ("image_url", "input_image", "image"):
+            raise WireError(
+                400,
+                "Image parts need a vision model; this instance has none.",
+                code="image_not_supported",
+                param=where,
+            )
+        else:
+            raise WireError(400, f"Unsupported content part type {kind!r}.", param=where)
+    return "\n".join(texts)
+
+
+_TOO_DEEP = f"The body nests deeper than {MAX_JSON_DEPTH} levels."
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_request(body: bytes) -> ChatRequest:
+    """Parse and check a chat-completions body.
+
+    Raises:
+        WireError: not JSON (also NaN or Infinity, which JSON does not have, and nesting
+            deeper than ``openmates.rest.MAX_JSON_DEPTH``: ``invalid_json``), a field of the
+            wrong type (``invalid_type``), ``n`` > 1, client-side tools, a last message that
+            is not the user's (all 400).
+    """
+    try:
+        data = json.loads(body or b"null", parse_constant=_refuse_constant)
+    except RecursionError:
+        raise WireError(400, _TOO_DEEP, code="invalid_json") from None
+    except (ValueError, UnicodeDecodeError):
+        raise WireError(400, "The body is not valid JSON.", code="invalid_json") from None
+    if depth_exceeds(data, MAX_JSON_DEPTH):
+        raise WireError(400, _TOO_DEEP, code="invalid_json")
+    if not isinstance(data, dict):
+        raise WireError(400, "The body must be a JSON object.", code="invalid_json")
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        # A JSON escape of a lone UTF-16 surrogate parses but is not text: it could be
+        # neither sealed nor sent to a model (docs/protocol.md §2 refuses it alike).
+        raise WireError(
+            400, "The body holds a lone UTF-16 surrogate: not valid Unicode.", code="invalid_json"
+        ) from None
+    try:
+        request = ChatRequest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(p) for p in first["loc"]) or None
+        # pydantic's ``float_type``, ``int_type``, ``bool_type``, ``string_type`` …: a
+        # value of the wrong JSON type, which OpenAI answers with ``invalid_type``.
+        code = "invalid_type" if first["type"].endswith("_type") else None
+        raise WireError(400, f"{param}: {first['msg']}", code=code, param=param) from None
+    if request.n is not None and request.n != 1:
+        raise WireError(400, "Only n=1 is supported.", code="unsupported_value", param="n")
+    if request.tools or request.functions:
+        raise WireError(
+            400,
+            "Client-side tools are not supported: the instance runs its own tools.",
+            code="unsupported_parameter",
+            param="tools",
+        )
+    if request.messages[-1].role != "user":
+        raise WireError(400, "The last message must be the user's.", param="messages")
+    for index, message in enumerate(request.messages):
+        _content_bounded(message, param=f"messages.{index}.content")
+    return request
+
+
+def _content_bounded(message: ChatMessage, *, param: str) -> None:
+    """A user message's text is at most ``MAX_CONTENT_BYTES`` of UTF-8, as on the
+    WebSocket (docs/protocol.md §2): pre-processing reads all of it on the event loop."""
+    if message.role != "user" or message.content is None:
+        return
+    parts = [message.content] if isinstance(message.content, str) else message.content
+    size = sum(
+        len(part.encode("utf-8"))
+        if isinstance(part, str)
+        else len(str(part.get("text", "")).encode("utf-8"))
+        for part in parts
+    )
+    if size > MAX_CONTENT_BYTES:
+        raise WireError(
+            400,
+            f"A user message may hold at most {MAX_CONTENT_BYTES // 1024} KiB of text.",
+            code="string_above_max_length",
+            param=param,
+        )
+
+
+def main_call_options(request: ChatRequest) -> dict[str, Any]:
+    """The client's sampling options for the main model call (``openmates.llm``)."""
+    options: dict[str, Any] = {}
+    if request.temperature is not None:
+        options["temperature"] = request.temperature
+    limit = request.max_completion_tokens or request.max_tokens
+    if limit is not None:
+        options["max_tokens"] = limit
+    if request.stop:
+        options["stop"] = [request.stop] if isinstance(request.stop, str) else request.stop
+    return options
+
+
+def usage_json(usage: dict[str, int]) -> dict[str, int]:
+    """OpenAI's ``usage`` from a turn's ``{"prompt_tokens", "completion_tokens"}``."""
+    prompt = int(usage.get("prompt_tokens", 0))
+    completion = int(usage.get("completion_tokens", 0))
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def completion_json(
+    *, completion_id: str, created: int, model: str, text: str, finish: str, usage: dict[str, int]
+) -> dict[str, Any]:
+    """A ``chat.completion`` object with one choice."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        ],
+        "usage": usage_json(usage),
+    }
+
+
+def chunk_json(
+    *,
+    completion_id: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any] | None,
+    finish: str | None = None,
+    with_usage: bool = False,
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """A ``chat.completion.chunk``; ``delta`` None is the usage chunk (empty ``choices``)."""
+    chunk: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": []
+        if delta is None
+        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+    if with_usage:
+        chunk["usage"] = usage_json(usage) if usage is not None else None
+    return chunk
+
+
+def sse(data: dict[str, Any] | str) -> bytes:
+    """One server-sent event: ``data: <json>`` and a blank line."""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return f"data: {text}\n\n".encode()

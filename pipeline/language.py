@@ -1,0 +1,200 @@
+# ruff: noqa: RUF001 (patterns in many scripts: their look-alike letters are meant)
+"""Which languages can come out of language detection, and the letters and words that
+tell close languages apart (docs/architecture.md §6).
+
+:data:`SUPPORTED_LANGUAGES` are the languages the product answers in: py3langid is
+restricted to them, so a label outside them (a regional language the product does not
+offer) cannot come out. :func:`close_pair_language` settles the pairs py3langid confuses
+on short texts (Spanish/Portuguese, Swedish/Danish/Norwegian, Russian/Ukrainian/
+Belarusian, Czech/Polish/Slovak) by letters or words only one of them writes.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ISO 639-1 codes py3langid knows, minus the ones it confuses with a bigger neighbour
+# and that the product does not offer (Galician, Bosnian, Malay, Esperanto, Latin, …).
+SUPPORTED_LANGUAGES: tuple[str, ...] = (
+    "af", "am", "ar", "az", "be", "bg", "bn", "ca", "cs", "cy", "da", "de", "el", "en",
+    "es", "et", "eu", "fa", "fi", "fr", "ga", "gu", "he", "hi", "hr", "hu", "hy", "id",
+    "is", "it", "ja", "ka", "kk", "km", "kn", "ko", "lt", "lv", "mk", "ml", "mn", "mr",
+    "ne", "nl", "no", "pa", "pl", "ps", "pt", "ro", "ru", "si", "sk", "sl", "sq", "sr",
+    "sv", "sw", "ta", "te", "th", "tl", "tr", "uk", "ur", "vi", "zh",
+)  # fmt: skip
+_SUPPORTED = frozenset(SUPPORTED_LANGUAGES)
+# py3langid labels read as the supported language they are a form of.
+ALIASES = {"nb": "no", "nn": "no"}
+
+
+def supported(code: str) -> str | None:
+    """``code`` (a py3langid label or ISO 639 code) as a supported language, or None."""
+    base = code.split("-")[0].split("_")[0].lower()
+    base = ALIASES.get(base, base)
+    return base if base in _SUPPORTED else None
+
+
+# Per group of close languages: per member, letters only it writes and frequent words only
+# it uses (lower case). Sources: the languages' alphabets; the words are common function
+# words whose spelling differs between the members.
+_GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
+    {
+        "es": (
+            "ñ¿¡",
+            frozenset(
+                ["el", "los", "y", "pero", "qué", "cómo", "está", "muy", "también", "hay", "usted"]
+            ),
+        ),
+        "pt": (
+            "ãõ",
+            frozenset(
+                ["o", "os", "e", "mas", "não", "você", "muito", "também", "há", "ao", "uma", "seu"]
+            ),
+        ),
+    },
+    {
+        "sv": (
+            "äö",
+            frozenset(["och", "jag", "inte", "att", "hur", "vad", "är", "mig", "dig", "med"]),
+        ),
+        "da": (
+            "æø",
+            frozenset(
+                [
+                    "hvad",
+                    "mig",
+                    "dig",
+                    "sig",
+                    "af",
+                    "efter",
+                    "jeg",
+                    "ikke",
+                    "hvordan",
+                    "nu",
+                    "gerne",
+                ]
+            ),
+        ),
+        "no": (
+            "æø",
+            frozenset(
+                ["hva", "meg", "deg", "seg", "av", "etter", "jeg", "ikke", "hvordan", "ei", "bli"]
+            ),
+        ),
+    },
+    {
+        "ru": (
+            "ыэё",
+            frozenset(["что", "это", "не", "и", "в", "значит", "сколько", "почему", "где"]),
+        ),
+        "bg": (
+            "",
+            frozenset(["какво", "това", "е", "съм", "си", "ли", "се", "за", "защо", "къде"]),
+        ),
+        "uk": ("іїєґ", frozenset(["що", "як", "це", "не", "і", "та"])),
+        "be": ("ўі", frozenset(["што", "як", "гэта"])),
+    },
+    {
+        "cs": ("řěů", frozenset(["je", "a", "se", "na", "jak", "co", "chtěl", "bych"])),
+        "pl": ("łąęśźżń", frozenset(["jest", "i", "się", "na", "jak", "co", "chciałbym", "czy"])),
+        "sk": ("äôľĺŕ", frozenset(["je", "a", "sa", "na", "ako", "čo"])),
+    },
+)
+_WORDS_RE = re.compile(r"[^\W\d_]+", re.UNICODE)
+
+
+def _evidence(text: str, letters: str, words: frozenset[str], tokens: list[str]) -> float:
+    # A letter only one member writes counts more than a shared-spelling word.
+    return 2.0 * sum(ch in letters for ch in text) + sum(token in words for token in tokens)
+
+
+def close_pair_language(text: str, guess: str) -> str:
+    """``guess``, or the member of its group of close languages whose own letters and
+    words ``text`` has clearly more of (``guess`` when it is in no group or the evidence
+    does not point elsewhere)."""
+    for group in _GROUPS:
+        if guess not in group:
+            continue
+        lowered = text.lower()
+        tokens = _WORDS_RE.findall(lowered)
+        scores = {
+            code: _evidence(lowered, letters, words, tokens)
+            for code, (letters, words) in group.items()
+        }
+        best = max(scores, key=lambda code: scores[code])
+        if scores[best] > scores[guess]:
+            return best
+    return guess
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Frequent function words of the most used Latin-script languages (lower case; written
+# here from the languages' grammars). A text's instruction is carried by such words while
+# names and borrowed terms ("Jürgen", "Grüße aus Köln") pull a character n-gram model
+# towards their language: when py3langid's first choice and a close runner-up differ,
+# the one whose function words the text uses clearly more wins.
+FUNCTION_WORDS: dict[str, frozenset[str]] = {
+    "en": _words(
+        "the a an and or but of to for with from about is are was were be been do does did "
+        "can could would should will you your i me my we our it this that these what which "
+        "who how why when where please tell me explain again not"
+    ),
+    "de": _words(
+        "der die das den dem des ein eine einen und oder aber von zu für mit aus über ist "
+        "sind war waren sein kann könnte würde soll wird du dein ich mich mein wir unser es "
+        "dies diese was welche wer wie warum wann wo bitte erkläre nochmal nicht auf noch"
+    ),
+    "fr": _words(
+        "le la les un une des et ou mais de du à pour avec sur est sont était être peux "
+        "pourrais voudrais tu ton je me mon nous notre il ce cette ces que quoi qui comment "
+        "pourquoi quand où s'il plaît explique encore ne pas"
+    ),
+    "es": _words(
+        "el la los las un una unos y o pero de del a para con sobre es son era ser puedes "
+        "podrías tú tu yo me mi nosotros nuestro esto esta estos qué cuál quién cómo por "
+        "cuándo dónde favor explica otra vez no"
+    ),
+    "it": _words(
+        "il lo la i gli le un una e o ma di del della a per con su è sono era essere puoi "
+        "potresti tu tuo io mi mio noi nostro questo questa che cosa chi come perché quando "
+        "dove favore spiega ancora non"
+    ),
+    "pt": _words(
+        "o a os as um uma e ou mas de do da para com sobre é são era ser pode poderia você "
+        "seu eu me meu nós nosso isto esta estes que qual quem como por quando onde favor "
+        "explique novamente não"
+    ),
+    "nl": _words(
+        "de het een en of maar van naar voor met over is zijn was waren kan zou wil jij je "
+        "jouw ik mij mijn wij ons dit deze wat welke wie hoe waarom wanneer waar alsjeblieft "
+        "leg nog eens niet"
+    ),
+}
+
+# The runner-up replaces the first choice only with at least this many function words
+# and this many more than the first choice has.
+FUNCTION_WORDS_MIN = 2
+FUNCTION_WORDS_MARGIN = 2
+
+
+def function_word_language(text: str, guess: str, candidates: list[str]) -> str:
+    """``guess``, or the one of ``candidates`` (py3langid's next choices, supported codes)
+    whose function words (:data:`FUNCTION_WORDS`) ``text`` uses clearly more: at least
+    :data:`FUNCTION_WORDS_MIN` and :data:`FUNCTION_WORDS_MARGIN` more than ``guess``.
+    A ``guess`` without a word list counts no function words."""
+    tokens = _WORDS_RE.findall(text.lower())
+    hits = {
+        code: sum(token in FUNCTION_WORDS[code] for token in tokens)
+        for code in dict.fromkeys(candidates)
+        if code in FUNCTION_WORDS and code != guess
+    }
+    if not hits:
+        return guess
+    own = sum(token in FUNCTION_WORDS[guess] for token in tokens) if guess in FUNCTION_WORDS else 0
+    best = max(hits, key=lambda code: hits[code])
+    if hits[best] >= FUNCTION_WORDS_MIN and hits[best] - own >= FUNCTION_WORDS_MARGIN:
+        return best
+    return guess

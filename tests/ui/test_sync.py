@@ -1,0 +1,211 @@
+"""Two pages of one user stay in sync: the chat list (create, rename, pin, delete) and the
+question typed in the other page, through the user's socket group (docs/protocol.md §4)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from accounts.models import SignupPolicy
+from chats.models import Message
+from instances.models import Instance
+from tests.ui.pages import new_user, unlock
+from tests.ui.test_chat import eventually, send
+from tests.ui.wire import Turn, UIModelServer
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SYNC_MS = 2_000
+# How long a following page leaves the asking page's work to it (read from the app).
+FOLLOWER_WAIT_MS = int(
+    re.search(
+        r"export const FOLLOWER_WAIT_MS = (\d+);",
+        (Path(__file__).parents[2] / "static/js/app/state.js").read_text(),
+    ).group(1)  # type: ignore[union-attr]
+)
+
+
+@pytest.fixture
+def llm(ui_llm: UIModelServer) -> UIModelServer:
+    ui_llm.reset()
+    return ui_llm
+
+
+@pytest.fixture
+def instance(transactional_db: Any) -> Instance:
+    created = Instance.objects.create(slug="home", name="Home")
+    SignupPolicy.objects.create(instance=created, open_signup=True)
+    return created
+
+
+def _titles(page: Any) -> list[str]:
+    return [t.strip() for t in page.locator(".chat-item-open").all_inner_texts()]
+
+
+def _menu(page: Any, title: str, action: str) -> None:
+    row = page.locator(".chat-item", has=page.locator(".chat-item-open", has_text=title))
+    row.hover()
+    row.get_by_role("button", name=f"{action} {title}").click()
+
+
+def _two_pages(context: Any, base: str, username: str) -> tuple[Any, Any]:
+    first = context.new_page()
+    new_user(first, base, username)
+    first.wait_for_selector("#conn[data-state=open]")
+    second = context.new_page()
+    second.goto(f"{base}/")
+    unlock(second)
+    second.wait_for_selector("#conn[data-state=open]")
+    return first, second
+
+
+def test_create_rename_pin_and_delete_show_in_the_other_page_within_2_s(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    first, second = _two_pages(ui_context, asgi_server, "syncer")
+    assert _titles(second) == []
+
+    llm.set_json(title="Garden plans")
+    llm.queue(Turn(pieces=["Plant ", "tomatoes."]))
+    send(first, "What to plant?")
+    first.wait_for_selector(".chat-item-open:has-text('Garden plans')")
+    second.wait_for_selector(".chat-item-open:has-text('Garden plans')", timeout=SYNC_MS)
+
+    _menu(first, "Garden plans", "Rename")
+    first.fill(".chat-rename", "Vegetables")
+    first.press(".chat-rename", "Enter")
+    second.wait_for_selector(".chat-item-open:has-text('Vegetables')", timeout=SYNC_MS)
+    assert _titles(second) == ["Vegetables"]
+
+    _menu(second, "Vegetables", "Pin")
+    first.wait_for_selector(
+        ".chat-item:has(.chat-item-pin) .chat-item-open:has-text('Vegetables')", timeout=SYNC_MS
+    )
+
+    second.click(".chat-item-open:has-text('Vegetables')")
+    second.wait_for_selector("#chat-title:has-text('Vegetables')")
+    _menu(first, "Vegetables", "Delete")
+    first.click("#confirm-yes")
+    second.wait_for_selector(
+        ".chat-item-open:has-text('Vegetables')", state="detached", timeout=SYNC_MS
+    )
+    assert _titles(second) == []
+    # The page that had it open says why it now shows a new chat; the deleting page not.
+    assert second.inner_text("#chat-title") == "New chat"
+    assert "deleted in another tab" in second.inner_text("#composer-status")
+    assert "deleted in another tab" not in first.inner_text("#composer-status")
+
+
+def test_the_other_page_shows_the_question_with_the_streamed_answer(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(
+        Turn(pieces=["First ", "answer."]),
+        Turn(pieces=[f"tok{i} " for i in range(60)], gap_s=0.05),
+    )
+    first, second = _two_pages(ui_context, asgi_server, "questioner")
+    send(first, "Hello there")
+    first.wait_for_selector(".msg-assistant .msg-body:has-text('First answer.')")
+    second.wait_for_selector(".chat-item .chat-item-open", timeout=SYNC_MS)
+    second.click(".chat-item .chat-item-open")
+    second.wait_for_selector(".msg-assistant .msg-body:has-text('First answer.')")
+
+    send(first, "Count for me")
+    second.wait_for_selector(".msg-assistant .msg-body:has-text('tok3')", timeout=10_000)
+    second.wait_for_selector(".msg-user .msg-body:has-text('Count for me')", timeout=SYNC_MS)
+    first.click("#stop")
+    first.wait_for_selector(".msg-assistant .msg-status-cancelled")
+    second.wait_for_selector(".msg-assistant .msg-status-cancelled")
+    roles = second.locator(".msg").evaluate_all("nodes => nodes.map((n) => n.dataset.role)")
+    assert roles == ["user", "assistant", "user", "assistant"]
+    texts = second.locator(".msg-user .msg-body").all_inner_texts()
+    assert texts == ["Hello there", "Count for me"]
+
+
+def _sent(page: Any, frame_type: str) -> list[dict[str, Any]]:
+    """The frames of ``frame_type`` the page sends from now on (any of its sockets)."""
+    frames: list[dict[str, Any]] = []
+
+    def keep(payload: str) -> None:
+        if f'"{frame_type}"' in payload:
+            frames.append(json.loads(payload))
+
+    page.on("websocket", lambda socket: socket.on("framesent", keep))
+    return frames
+
+
+def _recorded_pages(context: Any, base: str, username: str) -> tuple[Any, Any, dict[str, Any]]:
+    """Two pages of a new user, each recording its message.store and chat.update frames."""
+    first, second = context.new_page(), context.new_page()
+    sent = {
+        "first_stores": _sent(first, "message.store"),
+        "first_updates": _sent(first, "chat.update"),
+        "second_stores": _sent(second, "message.store"),
+        "second_updates": _sent(second, "chat.update"),
+    }
+    new_user(first, base, username)
+    first.wait_for_selector("#conn[data-state=open]")
+    second.goto(f"{base}/")
+    unlock(second)
+    second.wait_for_selector("#conn[data-state=open]")
+    return first, second, sent
+
+
+def test_the_page_that_asked_stores_the_reply_and_title_the_other_only_follows(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.set_json(title="Kept once")
+    llm.queue(Turn(pieces=["First ", "answer."]), Turn(pieces=["Second ", "answer."]))
+    first, second, sent = _recorded_pages(ui_context, asgi_server, "asker")
+    send(first, "Hello there")
+    first.wait_for_selector(".msg-assistant[data-status=done]")
+    second.wait_for_selector(".chat-item-open:has-text('Kept once')", timeout=5_000)
+    second.click(".chat-item .chat-item-open")
+    send(first, "And again")
+    second.wait_for_selector(".msg-assistant .msg-body:has-text('Second answer.')")
+    # Longer than a follower waits before doing the asking page's work itself.
+    second.wait_for_timeout(FOLLOWER_WAIT_MS + 1_500)
+
+    replies = list(
+        Message.objects.filter(role="assistant", chat__owner__username="asker").order_by(
+            "created_at"
+        )
+    )
+    assert [m.encrypted_content is not None for m in replies] == [True, True]
+    stored_by_first = [f["message_id"] for f in sent["first_stores"]]
+    assert {m.pk for m in replies} <= set(stored_by_first)
+    assert sent["second_stores"] == []
+    assert sent["second_updates"] == []
+    assert second.locator(".msg-assistant").count() == 2
+
+
+def test_a_following_page_stores_the_reply_when_the_page_that_asked_is_gone(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(
+        Turn(pieces=["First ", "answer."]),
+        Turn(pieces=[f"tok{i} " for i in range(100)], gap_s=0.05),
+    )
+    first, second, sent = _recorded_pages(ui_context, asgi_server, "leaver")
+    send(first, "Hello there")
+    first.wait_for_selector(".msg-assistant[data-status=done]")
+    second.wait_for_selector(".chat-item .chat-item-open", timeout=5_000)
+    second.click(".chat-item .chat-item-open")
+    second.wait_for_selector(".msg-assistant .msg-body:has-text('First answer.')")
+    send(first, "Count for me")
+    second.wait_for_selector(".msg-assistant .msg-body:has-text('tok3')", timeout=10_000)
+    first.close()
+    ended = ".msg-assistant:is([data-status=done], [data-status=failed], [data-status=cancelled])"
+    second.wait_for_selector(f"{ended} >> nth=1", timeout=30_000)
+    assert second.locator(".msg-assistant").nth(1).get_attribute("data-status") == "done"
+
+    last = Message.objects.filter(role="assistant", chat__owner__username="leaver").latest(
+        "created_at"
+    )
+    assert eventually(lambda: Message.objects.get(pk=last.pk).encrypted_content is not None)
+    second.wait_for_timeout(300)  # Playwright hands over the page's events inside its calls
+    assert [f["message_id"] for f in sent["second_stores"]] == [last.pk]
