@@ -42,6 +42,8 @@ CHROMIUM_ARGS = [
 # The Daphne processes daphne_process runs now (tests/live_quiet.py waits for them to be
 # quiet before a test's database flush).
 LIVE_SERVERS: set[subprocess.Popen[bytes]] = set()
+# Each live server's log, by base URL (a failed test's report ends with its last lines).
+SERVER_LOGS: dict[str, Path] = {}
 
 
 def _free_port() -> int:
@@ -107,6 +109,7 @@ def daphne_process(
         )
     base = f"http://127.0.0.1:{port}"
     LIVE_SERVERS.add(process)
+    SERVER_LOGS[base] = log
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -121,6 +124,7 @@ def daphne_process(
         yield base, process
     finally:
         LIVE_SERVERS.discard(process)
+        SERVER_LOGS.pop(base, None)
         if process.poll() is None:
             process.terminate()
             try:
@@ -183,6 +187,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     trace = getattr(item, "browser_trace", None)
     if report.when == "call" and report.failed and trace is not None:
         report.sections.append(("browser trace", trace.dump()))
+        for base, log in list(SERVER_LOGS.items()):
+            with contextlib.suppress(OSError):
+                tail = log.read_text(errors="replace").splitlines()[-60:]
+                report.sections.append((f"server log of {base}", "\n".join(tail)))
     return report
 
 
