@@ -25,6 +25,14 @@ DRAWN = """
           Math.round(box.width) > 0 && Math.round(box.height) > 0, node.textContent];
 })
 """
+# A chat row's width and the widths its title and its menu take of it, in CSS pixels.
+WIDTHS = """
+(row) => ({
+  row: row.getBoundingClientRect().width,
+  title: row.querySelector(".chat-item-open").getBoundingClientRect().width,
+  menu: row.querySelector(".chat-item-menu").getBoundingClientRect().width,
+})
+"""
 # Emoji anywhere in the app's visible text, the chat header's icon aside (a chat's own).
 EMOJI = """
 () => {
@@ -58,7 +66,12 @@ def test_chat_list_controls_are_drawn_icons_with_their_labels(
     send(page, "Tell me about zebras")
     row = page.locator(".chat-item", has=page.locator(".chat-item-open", has_text="Zebra facts"))
     row.wait_for()
+    page.mouse.move(0, 0)
+    page.focus("#composer-input")
+    # The hidden menu takes no room: the title has the row (its padding and pin aside).
+    resting = row.evaluate(WIDTHS)
     row.hover()
+    hovered = row.evaluate(WIDTHS)
     before = row.locator(".chat-item-menu button").evaluate_all(DRAWN)
     row.get_by_role("button", name="Pin Zebra facts").click()
     page.wait_for_selector(".chat-item:has(.chat-item-pin)")
@@ -66,6 +79,10 @@ def test_chat_list_controls_are_drawn_icons_with_their_labels(
     after = row.locator(".chat-item-menu button, .chat-item-pin").evaluate_all(DRAWN)
     header = page.locator("#chat-icon svg.icon").get_attribute("class")
 
+    assert resting["menu"] == 0, resting
+    assert resting["title"] >= resting["row"] - 30, resting
+    assert hovered["menu"] >= 60, hovered
+    assert hovered["title"] < resting["title"] - 50, hovered
     assert before == [
         ["Rename Zebra facts", "icon icon-pencil", True, ""],
         ["Pin Zebra facts", "icon icon-pin", True, ""],
