@@ -182,6 +182,18 @@ def test_the_composer_refuses_a_file_it_cannot_send_and_says_why(
     assert page.input_value("#composer-input") == "Read this"
     assert llm.requests == []
     assert Message.objects.count() == 0
+    # The chat made for it went too: no empty "New chat" is left in the list.
+    page.wait_for_selector(".chat-item", state="detached")
+    assert not Chat.objects.exists()
+
+    # Refused in a chat that has messages, the chat stays.
+    send(page, "Hello")
+    page.wait_for_selector(".msg-assistant[data-status=done]")
+    _attach(page, "broken.pdf", "application/pdf", b"%PDF-1.4\n1 0 obj garbage")
+    send(page, "Read this")
+    page.wait_for_selector("#composer-status:has-text('Not sent')")
+    assert page.locator(".chat-item").count() == 1
+    assert Chat.objects.count() == 1
 
 
 @pytest.fixture

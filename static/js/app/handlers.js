@@ -315,6 +315,15 @@ function noteFailureReason({ view }, frame) {
   return text;
 }
 
+// Whether the chat holds nothing yet: no stored message, none waiting to be sent or
+// accepted, no turn running.
+async function isEmptyChat(chatId) {
+  if (!state.chats.has(chatId) || activeTurnOf(chatId)[0]) return false;
+  if ([...state.outbox.values()].some((frame) => frame.chat_id === chatId)) return false;
+  if ([...state.pendingUser.values()].some((pending) => pending.chatId === chatId)) return false;
+  return (await state.store.messages(chatId)).length === 0;
+}
+
 // Codes that refuse a message for its files (docs/protocol.md §13): it was not accepted.
 const FILE_REFUSALS = new Set(["file_too_large", "unsupported_file"]);
 
@@ -329,6 +338,8 @@ async function showError({ screen, storage, view }, frame) {
     view.remove(frame.message_id);
     const input = $("composer-input");
     if (pending && !input.value.trim()) input.value = pending.content;
+    // A chat made for this question alone goes with it (no empty "New chat" is left).
+    if (pending && (await isEmptyChat(pending.chatId))) await storage.deleteChat(pending.chatId);
     const reason = String(frame.message || frame.code).replace(/^files\.\d+: /, "");
     screen.status(`Not sent: ${reason} Your text is back in the box.`);
     return;
