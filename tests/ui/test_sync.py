@@ -8,12 +8,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from accounts.models import SignupPolicy
 from chats.models import Message
 from instances.models import Instance
-from tests.ui.pages import new_user, unlock
+from tests.ui.pages import indexeddb_rows, new_user, unlock
 from tests.ui.test_chat import eventually, send
 from tests.ui.wire import Turn, UIModelServer
 
@@ -209,3 +210,59 @@ def test_a_following_page_stores_the_reply_when_the_page_that_asked_is_gone(
     assert eventually(lambda: Message.objects.get(pk=last.pk).encrypted_content is not None)
     second.wait_for_timeout(300)  # Playwright hands over the page's events inside its calls
     assert [f["message_id"] for f in sent["second_stores"]] == [last.pk]
+
+
+def test_a_server_read_from_before_the_answer_ended_does_not_reopen_it(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    # While the answer streams, another tab pins the chat, so this page reads the chat's
+    # messages over REST; that read ("pending") arrives only after stream.done, and every
+    # later read gets the same stale answer.
+    llm.queue(Turn(pieces=[f"Piece {n}. " for n in range(40)], gap_s=0.1))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "stale")
+    page.wait_for_selector("#conn[data-state=open]")
+    other = ui_context.new_page()
+    other.goto(asgi_server + "/")
+    unlock(other)
+    other.wait_for_selector("#conn[data-state=open]")
+    cookies = {c["name"]: c["value"] for c in ui_context.cookies()}
+    held: list[Any] = []
+    stale: list[str] = []
+
+    def hold(route: Any) -> None:
+        if stale:
+            route.fulfill(status=200, content_type="application/json", body=stale[0])
+            return
+        # The server's answer now, read beside the browser (not a Playwright call, which a
+        # route handler must not wait for); the page gets it later.
+        stale.append(httpx.get(route.request.url, cookies=cookies).text)
+        held.append(route)
+
+    page.route("**/api/chats/*/messages/*", hold)
+    send(page, "Tell me in pieces")
+    page.wait_for_selector(".msg-assistant[data-status=streaming] .msg-body:has-text('Piece 1.')")
+    row = other.locator(".chat-item")
+    row.hover()
+    row.locator(".chat-item-menu button[aria-label^='Pin']").click()
+    for _ in range(200):  # route handlers run while Playwright is called
+        if held:
+            break
+        page.wait_for_timeout(50)
+    answer = json.loads(stale[0])["messages"][-1]
+    assert answer["role"] == "assistant"
+    assert answer["status"] in ("pending", "streaming")
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('Piece 39.')")
+    held[0].fulfill(status=200, content_type="application/json", body=stale[0])
+
+    page.wait_for_selector(".chat-item:has(.chat-item-pin)")
+    page.wait_for_timeout(1000)
+    assert page.locator(".msg-assistant").get_attribute("data-status") == "done"
+    assert "Piece 39." in page.inner_text(".msg-assistant .msg-body")
+    rows = json.loads(indexeddb_rows(page, "messages"))
+    assert [row["status"] for row in rows if row["role"] == "assistant"] == ["done"]
+    page.reload()
+    unlock(page)
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Piece 39.')")
+    assert page.locator(".msg-assistant").get_attribute("data-status") == "done"

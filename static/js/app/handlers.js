@@ -91,7 +91,10 @@ function fetchCreatedChat({ storage }, frame) {
   if (!frame.answersOwnRequest && !state.chats.has(frame.chat_id)) storage.fetchChat(frame.chat_id);
 }
 
+// Another tab's or device's change of a chat. Not this tab's own (storage.applyChatMeta
+// takes its answer): a read then would only race the turn that asked for the change.
 function fetchUpdatedChat({ storage }, frame) {
+  if (frame.answersOwnRequest) return;
   const chat = state.chats.get(frame.chat_id);
   if (!chat || (frame.version || 0) > (chat.version || 0)) setTimeout(() => storage.fetchChat(frame.chat_id), 50);
 }
@@ -205,6 +208,7 @@ async function applyEmbed({ storage, view }, frame) {
 async function finishTurn({ screen, storage, view }, frame) {
   const turn = turnFor(frame);
   state.turns.delete(frame.task_id);
+  state.endedStatus.set(frame.message_id, frame.status);
   state.lastAssistant.set(turn.chatId, frame.message_id);
   // A reply too long for the frame (content_omitted) is the deltas this tab holds, or
   // when it missed some, the server's copy read over REST (fetchChat stores it).
@@ -236,6 +240,11 @@ async function finishTurn({ screen, storage, view }, frame) {
     if (turn.chatId === state.currentChatId && held) await screen.renderStoredMessages(turn.chatId);
   } else if (content === null) {
     await storage.fetchChat(turn.chatId);
+  } else if (state.store) {
+    // No text to store (a failed or stopped answer): a row a server read put here
+    // meanwhile gets the status that ended it.
+    const row = (await state.store.messages(turn.chatId)).find((m) => m.message_id === frame.message_id);
+    if (row && row.status !== frame.status) await state.store.putMessage({ ...row, status: frame.status });
   }
 }
 

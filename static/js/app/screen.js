@@ -5,7 +5,7 @@
 // showCreated).
 import { $ } from "./dom.js";
 import { icon } from "./icons.js";
-import { activeTurnOf, chosenOf, config, currentChat, isReadOnly, isServerManaged, isStreaming, state } from "./state.js";
+import { activeTurnOf, chosenOf, config, currentChat, isReadOnly, isServerManaged, isStreaming, settledStatus, state } from "./state.js";
 import { decryptMessage } from "./storage.js";
 import { showTiers } from "./tiers.js";
 import { branchOf, versionControls } from "./versions.js";
@@ -122,7 +122,7 @@ export class Screen {
       }
       return;
     }
-    const stored = await state.store.messages(chatId);
+    const stored = (await state.store.messages(chatId)).map((row) => ({ ...row, status: settledStatus(row) }));
     const branch = branchOf(stored, chosenOf(chatId), state.replaced);
     const rows = branch.map((entry) => entry.row);
     const shown = new Set(rows.map((row) => row.message_id));

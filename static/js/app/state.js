@@ -30,6 +30,7 @@ export const state = {
   storedWaiters: new Map(), // message_id -> resolvers waiting for its message.stored
   languages: new Map(), // assistant message_id -> language
   lastAssistant: new Map(), // chat_id -> the latest finished assistant message_id
+  endedStatus: new Map(), // assistant message_id -> the status its stream.done gave
   embedChats: new Map(), // embed_id -> {chatId, messageId} (from skill.status)
   // Versions (versions.js): chat_id -> Map(parent id, "" for a root -> the child shown);
   // chat_id -> the last answer of the branch shown (the parent of the next question);
@@ -81,6 +82,16 @@ export function activeTurnOf(chatId) {
   return [null, null];
 }
 
+const UNFINISHED = ["pending", "streaming"];
+
+// The status of an assistant message row ({message_id, role, status}) as this page knows
+// it: an answer never reopens (a retry or regenerate is a new answer), so once its
+// stream.done arrived here an older read saying "pending" or "streaming" is out of date.
+export function settledStatus(row) {
+  if (row.role !== "assistant" || !UNFINISHED.includes(row.status)) return row.status;
+  return state.endedStatus.get(row.message_id) || row.status;
+}
+
 // Whether a message is the reply of a running turn (its text is the turn's, in memory).
 export function isStreaming(messageId) {
   return [...state.turns.values()].some((turn) => turn.assistantMessageId === messageId);
@@ -110,6 +121,7 @@ export function clearState() {
   state.turns.clear();
   state.pendingUser.clear();
   state.askedTurns.clear();
+  state.endedStatus.clear();
   for (const resolvers of state.storedWaiters.values()) for (const resolve of resolvers) resolve(false);
   state.storedWaiters.clear();
   state.outbox.clear();

@@ -6,7 +6,7 @@ import { keyring } from "../crypto.js";
 import { api, HttpError } from "./dom.js";
 import { historyFiles } from "./files.js";
 import { uuidv7 } from "./ids.js";
-import { isServerManaged, state } from "./state.js";
+import { isServerManaged, settledStatus, state } from "./state.js";
 import { historyWithinLimit } from "./ws.js";
 
 const REQUEST_TIMEOUT_MS = 20000;
@@ -125,14 +125,16 @@ export class ChatStorage {
       return;
     }
     for (const message of messages || []) {
+      // A server read made before a turn ended must not undo the end this page saw.
+      const status = settledStatus(message);
       if (message.needs_store && typeof message.content === "string") {
-        await this.storeMessage(chatId, message.message_id, message.role, message.content, message.version || 0, message);
+        await this.storeMessage(chatId, message.message_id, message.role, message.content, message.version || 0, { ...message, status });
         continue;
       }
       await state.store.putMessage({
         message_id: message.message_id, chat_id: chatId, role: message.role,
         ...(message.parent_id !== undefined ? { parent_id: message.parent_id } : {}),
-        status: message.status, version: message.version,
+        status, version: message.version,
         encrypted_content: message.encrypted_content, model: message.model || "",
         created_at: message.created_at,
       });

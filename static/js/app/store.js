@@ -118,6 +118,11 @@ class Store {
     if (existing) {
       if ((existing.version || 0) > (record.version || 0)) kept = { ...record, ...existing, status: record.status || existing.status };
       else kept = { ...existing, ...record, encrypted_content: record.encrypted_content ?? existing.encrypted_content };
+      // An answer never reopens: an ended one stays ended when an older read arrives.
+      const unfinished = (status) => status === "pending" || status === "streaming";
+      if (existing.role === "assistant" && existing.status && unfinished(kept.status) && !unfinished(existing.status)) {
+        kept = { ...kept, status: existing.status };
+      }
     }
     messages.put(kept);
     await done(tx);
