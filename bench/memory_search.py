@@ -36,6 +36,7 @@ Usage: ``.venv/bin/python bench/memory_search.py [--per-user 100000] [--queries 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import random
@@ -45,6 +46,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,27 @@ SYLLABLES = ["ka", "ri", "mo", "te", "su", "na", "lo", "pe", "zu", "vi", "ha", "
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+@contextlib.contextmanager
+def embedded_services(prefix: str) -> Iterator[None]:
+    """Run the block with its own PostgreSQL (pgvector), Redis and OpenBao in a temporary
+    folder named after ``prefix``, the project migrated; stops them and removes the folder
+    after."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    services: list[Any] = []
+    try:
+        services = _start_services(root)
+        yield
+    finally:
+        if services:
+            from django.db import connections
+
+            connections.close_all()
+        for service in services:
+            stop = getattr(service, "destroy", None) or service.stop
+            stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _start_services(root: Path) -> list[Any]:
@@ -372,20 +395,8 @@ def _measure(args: argparse.Namespace) -> None:
 
 def main() -> None:
     args = _arguments()
-    root = Path(tempfile.mkdtemp(prefix="openmates-bench-memories-"))
-    services: list[Any] = []
-    try:
-        services = _start_services(root)
+    with embedded_services("openmates-bench-memories-"):
         _measure(args)
-    finally:
-        if services:
-            from django.db import connections
-
-            connections.close_all()
-        for service in services:
-            stop = getattr(service, "destroy", None) or service.stop
-            stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -37,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.memory_search import _percentile, _start_services
+from bench.memory_search import _percentile, embedded_services
 
 TOPICS = ["tea", "hiking", "jazz", "sushi", "chess", "gardening", "cycling", "poetry"]
 
@@ -75,6 +73,7 @@ def _setup(count: int) -> tuple[Any, Any]:
 
 
 async def _measure(instance: Any, user: Any, samples: int) -> None:
+    from chats.models import Chat
     from memories import vectors
     from openmates.db import db_call
     from pipeline import prompts, state, turn
@@ -82,8 +81,9 @@ async def _measure(instance: Any, user: Any, samples: int) -> None:
 
     chat_id = new_id()
     await state.memory_consent_mark(chat_id, {"preference": "allowed"})
+    # An unsaved chat of the default (client-encrypted) mode: the consent asks its client.
     request: Any = SimpleNamespace(
-        instance=instance, user_id=user.pk, chat=SimpleNamespace(pk=chat_id)
+        instance=instance, user_id=user.pk, chat=Chat(pk=chat_id, instance=instance)
     )
     query = "Can you recommend something to drink with my tea tonight?"
     none = await _timed(lambda: turn._memory_consent(request, ()), samples)
@@ -122,25 +122,13 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=200)
     parser.add_argument("--samples", type=int, default=200)
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="openmates-bench-memory-turn-"))
-    services: list[Any] = []
-    try:
-        services = _start_services(root)
+    with embedded_services("openmates-bench-memory-turn-"):
         from memories import search
         from pipeline import prompts
 
         prompts.memory_retriever_set(search.amemories_for_prompt)
         instance, user = _setup(args.memories)
         asyncio.run(_measure(instance, user, args.samples))
-    finally:
-        if services:
-            from django.db import connections
-
-            connections.close_all()
-        for service in services:
-            stop = getattr(service, "destroy", None) or service.stop
-            stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
