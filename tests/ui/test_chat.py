@@ -96,6 +96,68 @@ def test_answer_streams_is_stored_encrypted_and_comes_back_after_reload(
     assert watched.csp_violations() == []
 
 
+def _id_at(offset_s: float) -> str:
+    """A UUIDv7 made by a clock ``offset_s`` seconds off this one."""
+    import uuid
+
+    from pipeline.ids import new_id
+
+    fresh = uuid.UUID(new_id()).int
+    millis = (time.time_ns() // 1_000_000 + int(offset_s * 1000)) & ((1 << 48) - 1)
+    return str(uuid.UUID(int=(fresh & ((1 << 80) - 1)) | (millis << 80)))
+
+
+def test_messages_show_in_conversation_order_whatever_their_ids_say(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    from chats import services
+    from pipeline.ids import new_id
+
+    llm.queue(Turn(pieces=["First answer."]), Turn(pieces=["Third answer."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "clocks")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "First question")
+    page.wait_for_selector(".msg-assistant[data-status=done]")
+    chat = Chat.objects.get(owner__username="clocks")
+    assert eventually(
+        lambda: Message.objects.filter(chat=chat, encrypted_content__isnull=False).count() == 2
+    )
+    # A second exchange from a device whose clock runs two minutes ahead (its question's
+    # id sorts after every later message), kept as server copies.
+    asked, answered = _id_at(120), new_id()
+    services.user_message_accept(chat=chat, message_id=asked, user=chat.owner)
+    services.assistant_message_create(chat=chat, message_id=answered)
+    for message_id in (asked, answered):
+        services.message_status_set(message_id=message_id, status="done")
+    assert services.user_message_keep(chat=chat, message_id=asked, content="Ahead question")
+    services.assistant_reply_keep(
+        chat=chat, message_id=answered, content="Ahead answer.", model="", usage=None
+    )
+
+    page.reload()
+    unlock(page)
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Ahead answer.')")
+    send(page, "Third question")
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('Third answer.')")
+    shown = page.locator(".msg .msg-body")
+    expected = [
+        "First question",
+        "First answer.",
+        "Ahead question",
+        "Ahead answer.",
+        "Third question",
+        "Third answer.",
+    ]
+    assert [shown.nth(i).inner_text().strip() for i in range(shown.count())] == expected
+    page.reload()
+    unlock(page)
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Third answer.')")
+    assert [shown.nth(i).inner_text().strip() for i in range(shown.count())] == expected
+
+
 def test_a_message_whose_tab_closed_before_storing_it_comes_back_from_the_server_copy(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
 ) -> None:

@@ -59,7 +59,9 @@ export class ConversationView {
       }, tools, files, body, meta, controls, extras);
       node = { root, body, meta, tools, files, extras, controls, content: "", role: message.role, status: "", model: "", language: "", reason: "" };
       this.nodes.set(message.message_id, node);
-      this.insertOrdered(message.message_id, root);
+      // A new message goes last; renderStoredMessages puts stored ones in conversation
+      // order (order below), which ids need not follow (a client's clock may be ahead).
+      this.list.append(root);
       this.setFiles(message.message_id, filesOf(message.message_id));
     }
     if (message.content !== undefined && message.content !== node.content) {
@@ -75,12 +77,15 @@ export class ConversationView {
     return node;
   }
 
-  insertOrdered(messageId, root) {
-    // Ids are UUIDv7: their text order is creation order.
-    const after = [...this.nodes.keys()].filter((id) => id > messageId && id !== messageId).sort()[0];
-    const next = after ? this.nodes.get(after)?.root : null;
-    if (next && next.parentNode === this.list) this.list.insertBefore(root, next);
-    else this.list.append(root);
+  // Puts the messages `ids` (the branch shown, from its root) in this order, the other
+  // messages shown (a reply streaming, a question waiting) after them as they were.
+  order(ids) {
+    const first = ids.map((id) => this.nodes.get(id)?.root).filter((root) => root && root.parentNode === this.list);
+    const placed = new Set(first);
+    const wanted = [...first, ...[...this.list.children].filter((child) => child.dataset.messageId && !placed.has(child))];
+    const current = [...this.list.children].filter((child) => child.dataset.messageId);
+    if (wanted.every((root, index) => current[index] === root)) return;
+    for (const root of wanted) this.list.append(root);
   }
 
   queueRender(messageId) {

@@ -139,6 +139,7 @@ export class Screen {
       }
       this.showStoredMessage(row, content);
     }
+    this.view.order(rows.map((row) => row.message_id));
     const last = rows[rows.length - 1];
     state.branchTips.set(chatId, last && last.role === "assistant" ? last.message_id : null);
     this.showVersions(chatId, branch);
