@@ -83,6 +83,13 @@ def test_rename_pin_and_delete_with_confirmation(
     page.wait_for_selector(".chat-item-open:has-text('Beta topic')")
     assert _titles(page) == ["Beta topic", "Alpha topic"]
 
+    # An emptied name is not taken, and the user is told so.
+    _menu(page, "Alpha topic", "Rename")
+    page.fill(".chat-rename", "  ")
+    page.press(".chat-rename", "Enter")
+    page.wait_for_selector("#composer-status:has-text('cannot be empty')")
+    assert _titles(page) == ["Beta topic", "Alpha topic"]
+
     _menu(page, "Alpha topic", "Rename")
     page.fill(".chat-rename", "Renamed alpha")
     page.press(".chat-rename", "Enter")

@@ -125,7 +125,8 @@ export class ChatList {
       if (this.editingId !== chat.chat_id) return;
       this.editingId = null;
       const value = input.value.trim();
-      if (save && value && value !== chat.title) this.handlers.onRename(chat.chat_id, value);
+      // An emptied field is passed on too, so the user hears why the name stays.
+      if (save && value !== (chat.title || "")) this.handlers.onRename(chat.chat_id, value);
       this.render();
     };
     input.addEventListener("keydown", (event) => {

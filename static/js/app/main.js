@@ -40,8 +40,10 @@ const chatList = new ChatList({
   container: $("chat-list"),
   spacer: $("chat-list-spacer"),
   onOpen: (chatId) => { leaveMemories(); actions.openChat(chatId); },
-  onRename: (chatId, title) => storage.updateChatMeta(chatId, { title }),
-  onPin: (chatId, pinned) => storage.updateChatMeta(chatId, { pinned }),
+  onRename: (chatId, title) => (title
+    ? storage.updateChatMeta(chatId, { title }, { explicit: true })
+    : screen.status("A chat's name cannot be empty: it keeps the one it had.")),
+  onPin: (chatId, pinned) => storage.updateChatMeta(chatId, { pinned }, { explicit: true }),
   onDelete: (chatId) => actions.deleteChat(chatId),
 });
 

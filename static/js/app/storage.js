@@ -275,16 +275,18 @@ export class ChatStorage {
   }
 
   // changes: {title?, icon?, summary?, tags?, pinned?}. Updates of one chat run one after
-  // another, so each starts from the version the one before it stored.
-  updateChatMeta(chatId, changes) {
+  // another, so each starts from the version the one before it stored. `explicit`: the
+  // user's own change (a rename, a pin), made again on top of the chat's new version when
+  // another tab or device changed it meanwhile (conflict), not dropped.
+  updateChatMeta(chatId, changes, { explicit = false } = {}) {
     const previous = this.metaQueues.get(chatId) || Promise.resolve();
-    const next = previous.catch(() => {}).then(() => this.applyChatMeta(chatId, changes));
+    const next = previous.catch(() => {}).then(() => this.applyChatMeta(chatId, changes, explicit));
     this.metaQueues.set(chatId, next);
     return next;
   }
 
   // Re-encrypts all present metadata fields at the new meta_version when one changes.
-  async applyChatMeta(chatId, changes) {
+  async applyChatMeta(chatId, changes, again = false) {
     const chat = state.chats.get(chatId);
     if (!chat) return;
     const base = Math.max(chat.version || 1, chat.meta_version || 1);
@@ -303,8 +305,9 @@ export class ChatStorage {
       if (record) await this.ingestChat(record);
       this.screen.chatChanged(chatId);
     } catch (error) {
-      if (error.code === "conflict") await this.fetchChat(chatId);
-      else this.screen.status(`Could not update the chat: ${error.message}`);
+      if (error.code !== "conflict") { this.screen.status(`Could not update the chat: ${error.message}`); return; }
+      await this.fetchChat(chatId);
+      if (again) await this.applyChatMeta(chatId, changes, false);
     }
   }
 
