@@ -106,6 +106,10 @@ def test_recovery_key_resets_a_forgotten_passphrase(
     version = UserKeys.objects.get(user__username="cy").version
 
     page.reload()
+    # A second tab waits on its unlock screen while the first resets the passphrase.
+    stale = page.context.new_page()
+    stale.goto(f"{asgi_server}/")
+    stale.wait_for_selector("#screen-unlock:not([hidden])")
     page.click("#unlock-forgot")
     page.fill("#recover-key", "AAAAA-BBBBB-CCCCC-DDDDD")
     page.fill("#recover-passphrase", "a brand new passphrase for cy 7")
@@ -126,6 +130,12 @@ def test_recovery_key_resets_a_forgotten_passphrase(
     assert UserKeys.objects.get(user__username="cy").version == version + 1
     page.reload()
     unlock(page, "a brand new passphrase for cy 7")
+    # The old passphrase no longer opens the keys in the tab that read them before.
+    stale.fill("#unlock-passphrase", PASSPHRASE)
+    stale.click("#unlock-submit")
+    stale.wait_for_selector("#unlock-error:has-text('Wrong passphrase')")
+    assert stale.is_hidden("#app")
+    unlock(stale, "a brand new passphrase for cy 7")
 
 
 def test_lock_in_one_tab_locks_every_tab_of_the_browser(

@@ -185,7 +185,11 @@ function setupUnlockForm(session, userId, sessionTag, onUnlocked) {
     error.textContent = "Unlocking…";
     $("unlock-submit").disabled = true;
     try {
-      session.userKeys = session.userKeys || (await fetchUserKeys());
+      // The keys as the server has them now: a passphrase changed in another tab or on
+      // another device since this page read them no longer opens them here. Offline, the
+      // keys read earlier.
+      session.userKeys = (await fetchUserKeys().catch(() => null)) || session.userKeys;
+      if (!session.userKeys) throw new Error("the user keys cannot be read");
       await keyring.unlock({ userId, userKeys: session.userKeys, passphrase: $("unlock-passphrase").value });
       await applyRemember($("unlock-remember").checked, userId, sessionTag);
       error.textContent = "";
