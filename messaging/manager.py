@@ -233,7 +233,7 @@ class ChannelManager:
                 if not isinstance(exc.__cause__, UndefinedTable):
                     logger.exception("channel reconcile failed")
                 else:  # a first start serves while its migrations run: the tables come
-                    logger.info("channel reconcile waits for the database's tables: %s", exc)
+                    logger.info("channels start once the database is migrated")
             except Exception:  # the database away for a moment: try again next round
                 logger.exception("channel reconcile failed")
             with contextlib.suppress(TimeoutError):

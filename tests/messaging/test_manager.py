@@ -325,8 +325,10 @@ async def test_reconcile_before_the_migrations_is_a_note_and_other_sql_errors_a_
     stopping.set()
     await running
 
-    waiting = [r for r in caplog.records if "waits for the database's tables" in r.message]
+    waiting = [r for r in caplog.records if "once the database is migrated" in r.message]
     assert waiting
+    # Said in words, not as the database's error text.
+    assert all("relation" not in r.getMessage() for r in waiting)
     assert {(r.levelno, r.exc_info) for r in waiting} == {(logging.INFO, None)}
     failed = [r for r in caplog.records if r.message == "channel reconcile failed"]
     assert failed
