@@ -69,6 +69,10 @@ def test_search_finds_a_word_of_an_old_chat_and_jumps_to_it(
     assert _search(page, "roses").first.locator(".search-result-title").inner_text() == "Garden"
     assert _search(page, "kangaroo").count() == 0
     assert page.inner_text("#search-results") == "No matches in the chats stored here."
+    # Only punctuation: nothing to look for, said so, and the query stays in the box.
+    assert _search(page, "?!").count() == 0
+    assert page.inner_text("#search-results") == "Type a word to search: letters or digits."
+    assert page.input_value("#chat-search") == "?!"
 
     _search(page, "zurich").first.click()
     page.wait_for_selector("#chat-title:has-text('Travel plans')")

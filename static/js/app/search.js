@@ -143,7 +143,15 @@ export class ChatSearch {
   async run() {
     const query = this.input.value;
     const words = tokens(query);
-    if (!words.length) { this.reset(); return; }
+    if (!query.trim()) { this.reset(); return; }
+    if (!words.length) {
+      // Only punctuation or symbols: nothing to look for, and what was typed stays.
+      this.list.hidden = true;
+      this.results.hidden = false;
+      this.results.dataset.query = query;
+      this.results.replaceChildren(el("p", { class: "muted search-empty", role: "status" }, "Type a word to search: letters or digits."));
+      return;
+    }
     await this.ensureLoaded();
     for (const chatId of [...this.stale]) {
       this.stale.delete(chatId);
