@@ -221,3 +221,10 @@ def test_the_new_token_has_a_copy_button_and_revoking_asks_first(
     confirm = "Revoke the API token “laptop”? Programs using it stop working at once."
     assert f'data-confirm="{confirm}"' in page
     assert client.get("/static/js/tokens.js").status_code == 200
+
+
+def test_the_account_pages_link_back_to_the_chats(client: Client, owner: Any) -> None:
+    _signed_in(client, owner)
+    for page in (PAGE, "/accounts/password/"):
+        body = client.get(page).content.decode()
+        assert '<a href="/">Chats</a>' in body, page
