@@ -10,10 +10,13 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from accounts.models import SignupPolicy
-from chats.models import Message
+from accounts.services import api_token_create
+from chats.models import Chat, Message
 from instances.models import Instance
+from pipeline.ids import new_id
 from tests.ui.pages import indexeddb_rows, new_user, unlock
 from tests.ui.test_chat import eventually, send
 from tests.ui.wire import Turn, UIModelServer
@@ -266,3 +269,43 @@ def test_a_server_read_from_before_the_answer_ended_does_not_reopen_it(
     page.click(".chat-item .chat-item-open")
     page.wait_for_selector(".msg-assistant .msg-body:has-text('Piece 39.')")
     assert page.locator(".msg-assistant").get_attribute("data-status") == "done"
+
+
+def test_a_turn_a_program_starts_with_an_api_token_shows_in_the_open_page_with_its_question(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    # A script on the user's API token sends into the chat open in the page and stores
+    # nothing itself: the page follows the turn and shows the question once it ended.
+    llm.queue(Turn(pieces=["First."]), Turn(pieces=[f"w{i} " for i in range(30)], gap_s=0.05))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "scripted")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "From the browser")
+    page.wait_for_selector(".msg-assistant[data-status=done]")
+    chat = Chat.objects.get(owner__username="scripted")
+    _, raw = api_token_create(user=chat.owner, name="script")
+    headers = {"Origin": asgi_server, "Authorization": f"Bearer {raw}"}
+    with connect(
+        asgi_server.replace("http://", "ws://") + "/ws/chat/", additional_headers=headers
+    ) as ws:
+        assert json.loads(ws.recv(timeout=10))["type"] == "task.active"
+        ws.send(
+            json.dumps(
+                {
+                    "type": "message.send",
+                    "chat_id": chat.pk,
+                    "message_id": new_id(),
+                    "content": "From the script",
+                }
+            )
+        )
+        page.wait_for_selector(".msg-assistant .msg-body:has-text('w3')", timeout=10_000)
+        page.wait_for_selector(".msg-user .msg-body:has-text('From the script')", timeout=15_000)
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('w29')")
+    bodies = page.locator(".msg .msg-body").all_inner_texts()
+    assert [b.split()[0] for b in bodies] == ["From", "First.", "From", "w0"]
+    assert bodies[2].strip() == "From the script"
+    # The page stored its own ciphertext of the script's question: no server copy is left.
+    assert eventually(
+        lambda: not Message.objects.filter(chat=chat, server_content__isnull=False).exists()
+    )

@@ -246,6 +246,12 @@ async function finishTurn({ screen, storage, view }, frame) {
     const row = (await state.store.messages(turn.chatId)).find((m) => m.message_id === frame.message_id);
     if (row && row.status !== frame.status) await state.store.putMessage({ ...row, status: frame.status });
   }
+  // A question this tab never got (a program sent it with an API token and stores
+  // nothing): the server kept a copy when the turn ended, read now (this tab stores it).
+  if (!asked && turn.userMessageId && state.store) {
+    const rows = await state.store.messages(turn.chatId);
+    if (!rows.some((m) => m.message_id === turn.userMessageId && m.encrypted_content)) await storage.fetchChat(turn.chatId);
+  }
 }
 
 // Follow-ups under the open chat's last reply; a new title or a summary is stored.
