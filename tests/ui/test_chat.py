@@ -96,6 +96,24 @@ def test_answer_streams_is_stored_encrypted_and_comes_back_after_reload(
     assert watched.csp_violations() == []
 
 
+def _exchange_kept_by_the_server(
+    chat: Chat, question: tuple[str, str], answer: tuple[str, str]
+) -> None:
+    """A question and its done answer (``(message_id, text)`` each) that no browser stored:
+    the server keeps its copies of both, as when the asking tab closed mid-turn."""
+    from chats import services
+
+    (asked, asked_text), (answered, answer_text) = question, answer
+    services.user_message_accept(chat=chat, message_id=asked, user=chat.owner)
+    services.assistant_message_create(chat=chat, message_id=answered)
+    for message_id in (asked, answered):
+        services.message_status_set(message_id=message_id, status="done")
+    assert services.user_message_keep(chat=chat, message_id=asked, content=asked_text)
+    services.assistant_reply_keep(
+        chat=chat, message_id=answered, content=answer_text, model="", usage=None
+    )
+
+
 def _id_at(offset_s: float) -> str:
     """A UUIDv7 made by a clock ``offset_s`` seconds off this one."""
     import uuid
@@ -110,7 +128,6 @@ def _id_at(offset_s: float) -> str:
 def test_messages_show_in_conversation_order_whatever_their_ids_say(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
 ) -> None:
-    from chats import services
     from pipeline.ids import new_id
 
     llm.queue(Turn(pieces=["First answer."]), Turn(pieces=["Third answer."]))
@@ -125,15 +142,7 @@ def test_messages_show_in_conversation_order_whatever_their_ids_say(
     )
     # A second exchange from a device whose clock runs two minutes ahead (its question's
     # id sorts after every later message), kept as server copies.
-    asked, answered = _id_at(120), new_id()
-    services.user_message_accept(chat=chat, message_id=asked, user=chat.owner)
-    services.assistant_message_create(chat=chat, message_id=answered)
-    for message_id in (asked, answered):
-        services.message_status_set(message_id=message_id, status="done")
-    assert services.user_message_keep(chat=chat, message_id=asked, content="Ahead question")
-    services.assistant_reply_keep(
-        chat=chat, message_id=answered, content="Ahead answer.", model="", usage=None
-    )
+    _exchange_kept_by_the_server(chat, (_id_at(120), "Ahead question"), (new_id(), "Ahead answer."))
 
     page.reload()
     unlock(page)
@@ -161,7 +170,6 @@ def test_messages_show_in_conversation_order_whatever_their_ids_say(
 def test_a_message_whose_tab_closed_before_storing_it_comes_back_from_the_server_copy(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
 ) -> None:
-    from chats import services
     from pipeline.ids import new_id
 
     llm.queue(Turn(pieces=["First answer."]))
@@ -177,14 +185,7 @@ def test_a_message_whose_tab_closed_before_storing_it_comes_back_from_the_server
     # A second exchange whose tab closed right after message.send: the turn ended with
     # neither message stored by the browser, both kept as server copies.
     asked, answered = new_id(), new_id()
-    services.user_message_accept(chat=chat, message_id=asked, user=chat.owner)
-    services.assistant_message_create(chat=chat, message_id=answered)
-    for message_id in (asked, answered):
-        services.message_status_set(message_id=message_id, status="done")
-    assert services.user_message_keep(chat=chat, message_id=asked, content="Lost question")
-    services.assistant_reply_keep(
-        chat=chat, message_id=answered, content="Kept answer.", model="", usage=None
-    )
+    _exchange_kept_by_the_server(chat, (asked, "Lost question"), (answered, "Kept answer."))
 
     page.reload()
     unlock(page)
