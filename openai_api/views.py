@@ -8,19 +8,25 @@ an instance slug. Each request runs the instance's pipeline through
 header continues that server-side conversation (only its last user message is new);
 without it the request's earlier messages seed a new conversation, whose id the
 response header of the same name carries. Every error is OpenAI-shaped
-(``openai_api.wire.WireError``), never a 500 page.
+(``openai_api.wire.WireError``), never Django's HTML page: a service outage (Redis, Vault,
+the database) is 503 with ``Retry-After``, any other failure 500 ``internal_error``, both
+logged with their traceback and told to the client without detail (:func:`failure_error`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import redis
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -30,6 +36,7 @@ from instances.models import Instance, InstanceMember
 from openai_api import quotas, wire
 from openmates import ids
 from openmates.db import db_call
+from openmates.vault import VaultError
 from pipeline import events as ev
 from pipeline.protocol import ErrorCode
 from pipeline.server_turn import (
@@ -100,6 +107,61 @@ def _error(exc: wire.WireError) -> JsonResponse:
     return JsonResponse(exc.body(), status=exc.status, headers=exc.headers)
 
 
+# Seconds a client is told to wait after a service outage (503): long enough for a
+# restarted Redis or an unsealed Vault, short enough for a script's retry loop.
+OUTAGE_RETRY_AFTER_S = 5
+
+
+def failure_error(exc: Exception, *, doing: str) -> wire.WireError:
+    """The OpenAI-shaped error for an unexpected failure while ``doing`` something
+    (named in the log), logged with its traceback; the client gets no detail of it.
+
+    Redis (``cache_unavailable``), a Vault outage (``vault_unavailable``) and a lost
+    database connection (``database_unavailable``) are 503 ``server_error`` with
+    ``Retry-After`` :data:`OUTAGE_RETRY_AFTER_S`; anything else (a Vault set-up fault
+    too, which a retry cannot fix) is 500 ``server_error`` ``internal_error``.
+    """
+    outages: list[tuple[type[Exception] | tuple[type[Exception], ...], str, str]] = [
+        (redis.RedisError, "cache_unavailable", "The cache"),
+        ((OperationalError, InterfaceError), "database_unavailable", "The database"),
+    ]
+    if isinstance(exc, VaultError) and exc.is_outage:
+        outages.append((VaultError, "vault_unavailable", "The key service"))
+    for kinds, code, what in outages:
+        if isinstance(exc, kinds):
+            logger.warning("v1 %s: %s unavailable", doing, what.lower(), exc_info=exc)
+            return wire.WireError(
+                503,
+                f"{what} is unavailable; try again shortly.",
+                type_="server_error",
+                code=code,
+                headers={"Retry-After": str(OUTAGE_RETRY_AFTER_S)},
+            )
+    logger.error("v1 %s failed", doing, exc_info=exc)
+    return wire.WireError(
+        500, "Something went wrong on the server.", type_="server_error", code="internal_error"
+    )
+
+
+_View = Callable[[HttpRequest], Awaitable[HttpResponse | StreamingHttpResponse]]
+
+
+def _openai_errors(view: _View) -> _View:
+    """``view`` with every exception it raises answered OpenAI-shaped: a
+    :class:`wire.WireError` as it is, anything else through :func:`failure_error`."""
+
+    @functools.wraps(view)
+    async def wrapped(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
+        try:
+            return await view(request)
+        except wire.WireError as exc:
+            return _error(exc)
+        except Exception as exc:
+            return _error(failure_error(exc, doing=f"{request.method} {request.path}"))
+
+    return wrapped
+
+
 @csrf_exempt
 async def not_found(request: HttpRequest) -> HttpResponse:
     """Any other path under ``/v1/``: 404 ``{"error": {"type": "invalid_request_error",
@@ -110,15 +172,13 @@ async def not_found(request: HttpRequest) -> HttpResponse:
 
 
 @csrf_exempt
+@_openai_errors
 async def models(request: HttpRequest) -> HttpResponse:
     """``GET /v1/models``: ``{"object": "list", "data": [{"id": slug, "object": "model",
     "created": unix seconds, "owned_by": "openmates"}]}`` of the caller's instances."""
-    try:
-        if request.method != "GET":
-            raise wire.WireError(405, "Use GET.", code="method_not_allowed")
-        caller = await _authenticate(request)
-    except wire.WireError as exc:
-        return _error(exc)
+    if request.method != "GET":
+        raise wire.WireError(405, "Use GET.", code="method_not_allowed")
+    caller = await _authenticate(request)
     data = [
         {
             "id": slug,
@@ -214,12 +274,10 @@ async def _start(request: HttpRequest) -> tuple[wire.ChatRequest, Caller, Server
 
 
 @csrf_exempt
+@_openai_errors
 async def chat_completions(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """``POST /v1/chat/completions``: a ``chat.completion`` or its SSE chunks."""
-    try:
-        body, caller, turn = await _start(request)
-    except wire.WireError as exc:
-        return _error(exc)
+    body, caller, turn = await _start(request)
     created = int(time.time())
     headers = {CONVERSATION_HEADER: turn.conversation_id}
     if body.stream:
@@ -251,8 +309,14 @@ def _turn_failed(turn: ServerTurn, error: ev.Error | None = None) -> wire.WireEr
 
 
 async def _tokens_count(turn: ServerTurn, caller: Caller, done: ev.StreamDone) -> None:
+    """Count the finished turn's tokens. The answer exists and is stored by now, so a
+    failure to count (Redis down) is logged and the answer still sent: the next request's
+    limit check meets the same outage and is refused 503."""
     used = sum(int(v) for v in done.usage.values())
-    await quotas.atokens_add(instance_id=turn.instance.pk, subject=caller.subject, tokens=used)
+    try:
+        await quotas.atokens_add(instance_id=turn.instance.pk, subject=caller.subject, tokens=used)
+    except Exception:
+        logger.exception("v1: the tokens of turn %s could not be counted", turn.reply_id)
 
 
 # Characters per token for an estimate (OpenAI's rule of thumb for English text).
@@ -275,13 +339,36 @@ def _count_left_stream(turn: ServerTurn, caller: Caller, tokens: int) -> None:
         quotas.atokens_add(instance_id=turn.instance.pk, subject=caller.subject, tokens=tokens)
     )
     _counting.add(counting)
-    counting.add_done_callback(_counting.discard)
+    counting.add_done_callback(_counted)
+
+
+def _counted(counting: asyncio.Task[None]) -> None:
+    _counting.discard(counting)
+    failure = None if counting.cancelled() else counting.exception()
+    if failure is not None:
+        logger.error("v1: a left stream's tokens could not be counted", exc_info=failure)
 
 
 async def _sse(
     turn: ServerTurn, body: wire.ChatRequest, caller: Caller, created: int
 ) -> AsyncIterator[bytes]:
-    """The turn as ``chat.completion.chunk`` events, ``data: [DONE]`` last."""
+    """The turn as ``chat.completion.chunk`` events, ``data: [DONE]`` last. A failure
+    after the response started (its status is sent) ends the turn and the stream with
+    an ``{"error": …}`` event (:func:`failure_error`), then ``data: [DONE]``, as
+    OpenAI's streams report an error."""
+    async with contextlib.aclosing(_sse_events(turn, body, caller, created)) as events:
+        try:
+            async for data in events:
+                yield data
+        except Exception as exc:
+            turn.cancel()
+            yield wire.sse(failure_error(exc, doing=f"stream of turn {turn.reply_id}").body())
+            yield wire.sse("[DONE]")
+
+
+async def _sse_events(
+    turn: ServerTurn, body: wire.ChatRequest, caller: Caller, created: int
+) -> AsyncGenerator[bytes, None]:
     with_usage = bool(body.stream_options and body.stream_options.include_usage)
     base: dict[str, Any] = {
         "completion_id": f"chatcmpl-{turn.reply_id}",
