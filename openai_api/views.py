@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from accounts.instance_keys import instance_key_get_usable, is_instance_key
 from accounts.services import api_token_authenticate
 from instances.models import Instance, InstanceMember
 from openai_api import quotas, wire
+from openai_api.images import images_read, vision_tier
 from openmates import ids
 from openmates.db import db_call
 from openmates.vault import VaultError
@@ -143,7 +145,7 @@ def failure_error(exc: Exception, *, doing: str) -> wire.WireError:
     )
 
 
-_View = Callable[[HttpRequest], Awaitable[HttpResponse | StreamingHttpResponse]]
+_View = Callable[[HttpRequest], Coroutine[Any, Any, HttpResponse | StreamingHttpResponse]]
 
 
 def _openai_errors(view: _View) -> _View:
@@ -222,14 +224,17 @@ def _turn_input(
     if conversation is not None and not ids.is_uuid7(conversation):
         raise _no_conversation()
     last = body.messages[-1]
-    text = wire.part_text(last.content, where=f"messages.{len(body.messages) - 1}.content")
+    text, images = wire.message_content(last.content, where=_last_param(body))
     history = []
     if conversation is None:
         for number, message in enumerate(body.messages[:-1]):
             content = wire.part_text(message.content, where=f"messages.{number}.content")
             history.append({"role": message.role, "content": content})
     if not text.strip():
-        raise wire.WireError(400, "The last user message is empty.", param="messages")
+        no_text = "The last user message has no text; an image needs some text with it."
+        raise wire.WireError(
+            400, no_text if images else "The last user message is empty.", param="messages"
+        )
     return ServerTurnInput(
         instance=found[0],
         user_id=caller.user_id,
@@ -238,7 +243,12 @@ def _turn_input(
         conversation_id=conversation,
         history=history,
         options=wire.main_call_options(body),
+        files=images_read(images, param=_last_param(body)) if images else (),
     )
+
+
+def _last_param(body: wire.ChatRequest) -> str:
+    return f"messages.{len(body.messages) - 1}.content"
 
 
 def _no_conversation() -> wire.WireError:
@@ -262,6 +272,9 @@ async def _start(request: HttpRequest) -> tuple[wire.ChatRequest, Caller, Server
     body = wire.parse_request(raw)
     found = _model(caller, body.model)
     inp = _turn_input(request, body, caller, found)
+    if inp.files:
+        tier = await vision_tier(instance=inp.instance, role=inp.role, param=_last_param(body))
+        inp = dataclasses.replace(inp, tier=tier)
     await _limit_check(found[0], caller)
     if body.user:
         # Recorded for the operator; never used to choose whose data the turn reads.

@@ -2,11 +2,14 @@
 
 Request (``POST /v1/chat/completions``; docs/api.md §3): ``model`` (an instance slug),
 ``messages`` (``role`` ``system`` / ``developer`` / ``user`` / ``assistant`` / ``tool``,
-``content`` a string or a list of ``{"type": "text", "text"}`` parts; the last message
-is the user's), ``stream``, ``stream_options.include_usage``, ``stop`` (a string or up to
-4 strings), ``temperature`` (0-2), ``max_tokens`` / ``max_completion_tokens``, ``user``
-(recorded, never used to pick data), ``n`` (1 only). Client-side ``tools`` /
-``functions`` and image parts are refused. ``top_p`` (0-1), ``presence_penalty`` /
+``content`` a string or a list of ``{"type": "text", "text"}`` and ``{"type":
+"image_url", "image_url": {"url": "data:…"}}`` parts; the last message is the user's),
+``stream``, ``stream_options.include_usage``, ``stop`` (a string or up to 4 strings),
+``temperature`` (0-2), ``max_tokens`` / ``max_completion_tokens``, ``user`` (recorded,
+never used to pick data), ``n`` (1 only). Client-side ``tools`` /
+``functions`` and images given by a URL to fetch are refused; the last message's images
+need a model that sees them (``openai_api.views``), an earlier message's are
+:data:`EARLIER_IMAGE`. ``top_p`` (0-1), ``presence_penalty`` /
 ``frequency_penalty`` (-2 to 2) and ``seed`` are checked but not used; other fields
 OpenMates does not use are ignored, as OpenAI-compatible servers commonly do.
 
@@ -24,6 +27,8 @@ events ending with ``data: [DONE]``; with ``include_usage`` every chunk carries
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -110,11 +115,30 @@ class ChatRequest(BaseModel):
         return value
 
 
+IMAGE_PART_TYPES = ("image_url", "input_image", "image")
+# An earlier message's image in a seeded history: the model sees that there was one,
+# as the AI cache keeps "[image: name]" for a browser's (docs/protocol.md §13).
+EARLIER_IMAGE = "[image]"
+_DATA_URL = re.compile(r"data:(?P<mime>[A-Za-z0-9.+/-]+);base64,(?P<data>[A-Za-z0-9+/=\s]*)")
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image of the last user message: its MIME type (lower case) and base64 data,
+    from a ``data:`` URL, not yet checked to be an image of that type; ``param`` names
+    its part (``messages.N.content.M``) for an error."""
+
+    mime: str
+    data_b64: str
+    param: str
+
+
 def part_text(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
-    """A message's text: the string, or its text parts joined.
+    """An earlier message's text: the string, or its text parts joined, each image part
+    as :data:`EARLIER_IMAGE`.
 
     Raises:
-        WireError: an image part (no vision model) or a part of an unknown type (400).
+        WireError: a part of an unknown type (400).
     """
     if content is None or isinstance(content, str):
         return content or ""
@@ -123,16 +147,67 @@ def part_text(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
         kind = part.get("type")
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
-        elif kind in ("image_url", "input_image", "image"):
-            raise WireError(
-                400,
-                "Image parts need a vision model; this instance has none.",
-                code="image_not_supported",
-                param=where,
-            )
+        elif kind in IMAGE_PART_TYPES:
+            texts.append(EARLIER_IMAGE)
         else:
             raise WireError(400, f"Unsupported content part type {kind!r}.", param=where)
     return "\n".join(texts)
+
+
+def message_content(
+    content: str | list[dict[str, Any]] | None, *, where: str
+) -> tuple[str, list[ImagePart]]:
+    """The last user message's text (its text parts joined) and its images.
+
+    An image part is ``{"type": "image_url", "image_url": {"url": "data:<mime>;base64,
+    <data>"}}`` (``detail`` is ignored). A URL to fetch is refused: the server fetches
+    nothing on a client's behalf.
+
+    Raises:
+        WireError: an image given by an ``http(s)`` or other non-``data:`` URL
+            (``image_url_not_supported``), a malformed ``data:`` URL or one of a type not
+            an image (``invalid_image``), a part of an unknown type (all 400).
+    """
+    if content is None or isinstance(content, str):
+        return content or "", []
+    texts, images = [], []
+    for number, part in enumerate(content):
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind in IMAGE_PART_TYPES:
+            images.append(_image_part(part, where=f"{where}.{number}"))
+        else:
+            raise WireError(400, f"Unsupported content part type {kind!r}.", param=where)
+    return "\n".join(texts), images
+
+
+def _image_part(part: dict[str, Any], *, where: str) -> ImagePart:
+    field = part.get("image_url")
+    url = field.get("url") if isinstance(field, dict) else field
+    if not isinstance(url, str):
+        raise WireError(
+            400, "An image part needs image_url.url.", code="invalid_image", param=where
+        )
+    if not url.startswith("data:"):
+        raise WireError(
+            400,
+            "Images are not fetched from URLs: send the image inline as a data URL "
+            "(data:image/png;base64,…).",
+            code="image_url_not_supported",
+            param=where,
+        )
+    match = _DATA_URL.fullmatch(url)
+    if match is None or not match["mime"].lower().startswith("image/"):
+        raise WireError(
+            400,
+            "An image must be a base64 data URL of an image type (data:image/png;base64,…).",
+            code="invalid_image",
+            param=where,
+        )
+    return ImagePart(
+        mime=match["mime"].lower(), data_b64="".join(match["data"].split()), param=where
+    )
 
 
 _TOO_DEEP = f"The body nests deeper than {MAX_JSON_DEPTH} levels."

@@ -49,6 +49,7 @@ from openmates import llm
 from pipeline import events as ev
 from pipeline import state, warm_up
 from pipeline.db import db_call
+from pipeline.files import TurnFile
 from pipeline.ids import new_id
 from pipeline.runtime import TurnControl, TurnRegistry, registry
 from pipeline.turn import TurnRequest, run_turn
@@ -70,6 +71,9 @@ class ServerTurnInput:
     seeded with ``history`` (``[{"role": "user"|"assistant", "content": str}]``, oldest
     first; other roles are left out: the instance's own prompt is the system prompt).
     ``options``: the client's ``temperature`` / ``max_tokens`` / ``stop`` for the main call.
+    ``files``: files of the new message, read (``pipeline.files.turn_file``; images reach
+    a model that sees them as ``image_url`` parts, as a browser's do). ``tier``: the tier
+    to answer on (within ``role``'s tiers), or None for pre-processing's choice.
     """
 
     instance: Instance
@@ -79,6 +83,8 @@ class ServerTurnInput:
     conversation_id: str | None = None
     history: Sequence[Mapping[str, str]] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    files: Sequence[TurnFile] = ()
+    tier: str | None = None
 
 
 @dataclass(eq=False)
@@ -234,6 +240,8 @@ async def server_turn_start(inp: ServerTurnInput) -> ServerTurn:
         assistant_message_id=reply_id,
         content=inp.text,
         client_history=seeded or None,
+        requested_tier=inp.tier,
+        files=tuple(inp.files),
     )
     turns: TurnRegistry = registry()
     record = state.TaskRecord(

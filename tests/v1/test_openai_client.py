@@ -4,6 +4,7 @@ the errors OpenAI clients expect, limits, keys kept apart, disconnects."""
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -22,11 +23,13 @@ from instances.services import instance_create
 from memories import selectors as memory_selectors
 from memories.models import Memory
 from openai_api import quotas
+from tests.file_samples import tiny_png
 from tests.ui.wire import Turn, UIModelServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CONVERSATION = "OpenMates-Conversation-Id"
+PNG_URL = "data:image/png;base64," + base64.b64encode(tiny_png()).decode()
 
 
 @pytest.fixture
@@ -174,7 +177,10 @@ def test_refusals_have_openai_shapes(v1_server: str, live_instance: Instance) ->
             messages=[
                 {
                     "role": "user",
-                    "content": [{"type": "image_url", "image_url": {"url": "data:,"}}],
+                    "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {"type": "image_url", "image_url": {"url": PNG_URL}},
+                    ],
                 }
             ],
         )
