@@ -129,6 +129,10 @@ class Message(models.Model):
     model = models.CharField(max_length=200, blank=True, default="")
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    # A /v1 request's OpenAI ``user`` (the client's name for its end user), on the user
+    # message it sent: for the operator's abuse tracing, never used to choose whose data
+    # a turn reads (docs/api.md §3). Control characters removed; "" when not given.
+    end_user = models.CharField(max_length=256, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -243,6 +243,7 @@ def _turn_input(
         conversation_id=conversation,
         history=history,
         options=wire.main_call_options(body),
+        end_user=wire.end_user(body),
         files=images_read(images, param=_last_param(body)) if images else (),
     )
 
@@ -276,9 +277,11 @@ async def _start(request: HttpRequest) -> tuple[wire.ChatRequest, Caller, Server
         tier = await vision_tier(instance=inp.instance, role=inp.role, param=_last_param(body))
         inp = dataclasses.replace(inp, tier=tier)
     await _limit_check(found[0], caller)
-    if body.user:
+    if inp.end_user:
         # Recorded for the operator; never used to choose whose data the turn reads.
-        logger.info("v1 request by %s for %s, end user %r", caller.subject, body.model, body.user)
+        logger.info(
+            "v1 request by %s for %s, end user %r", caller.subject, body.model, inp.end_user
+        )
     try:
         turn = await server_turn_start(inp)
     except ConversationNotFoundError:

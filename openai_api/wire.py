@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -288,6 +289,14 @@ def _content_bounded(message: ChatMessage, *, param: str) -> None:
             code="string_above_max_length",
             param=param,
         )
+
+
+def end_user(request: ChatRequest) -> str:
+    """The request's ``user`` to record: control and format characters (Unicode
+    category C: newlines, NUL, bidi overrides …) removed, spaces trimmed, at most 256
+    characters; "" when absent."""
+    kept = "".join(ch for ch in request.user or "" if unicodedata.category(ch)[0] != "C")
+    return kept.strip()[:256]
 
 
 def main_call_options(request: ChatRequest) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from chats import cache as chat_cache
 from chats import services as chat_services
@@ -74,6 +75,9 @@ class ServerTurnInput:
     ``files``: files of the new message, read (``pipeline.files.turn_file``; images reach
     a model that sees them as ``image_url`` parts, as a browser's do). ``tier``: the tier
     to answer on (within ``role``'s tiers), or None for pre-processing's choice.
+    ``end_user``: the client's name for its end user (OpenAI's ``user``; at most 256
+    characters, sanitised), recorded on the user message (``Message.end_user``) and
+    never used to choose whose data the turn reads.
     """
 
     instance: Instance
@@ -85,6 +89,7 @@ class ServerTurnInput:
     options: Mapping[str, Any] = field(default_factory=dict)
     files: Sequence[TurnFile] = ()
     tier: str | None = None
+    end_user: str = ""
 
 
 @dataclass(eq=False)
@@ -213,9 +218,12 @@ def _accept(inp: ServerTurnInput) -> tuple[Chat, tuple[dict[str, Any], ...] | No
             None,
         )
     message_id, reply_id = new_id(), new_id()
-    chat_services.turn_accept(
-        chat=chat, user=chat.owner, message_id=message_id, assistant_message_id=reply_id
-    )
+    with transaction.atomic():
+        chat_services.turn_accept(
+            chat=chat, user=chat.owner, message_id=message_id, assistant_message_id=reply_id
+        )
+        if inp.end_user:
+            Message.objects.filter(pk=message_id).update(end_user=inp.end_user[:256])
     return chat, seeded, message_id, reply_id
 
 
