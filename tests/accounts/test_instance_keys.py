@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.contrib.messages import get_messages
 from django.core.management import CommandError, call_command
 from django.test import Client
 
@@ -71,6 +72,40 @@ def test_the_admin_creates_a_key_and_shows_it_once(instance: Instance, admin_use
     assert page.status_code == 200
     assert instance_key_get_usable(raw) == key
     assert raw not in listing
+
+
+def test_the_admin_revoke_action_ends_the_selected_keys_only(
+    instance: Instance, admin_user: Any
+) -> None:
+    chosen, chosen_raw = instance_key_create(instance=instance, name="leaked")
+    again, again_raw = instance_key_create(instance=instance, name="leaked too")
+    kept, kept_raw = instance_key_create(instance=instance, name="in use")
+    client = Client()
+    client.force_login(admin_user)
+
+    response = client.post(
+        "/admin/accounts/instanceapikey/",
+        {"action": "revoke", "_selected_action": [chosen.pk, again.pk]},
+        follow=True,
+    )
+    first_revocation = InstanceApiKey.objects.get(pk=chosen.pk).revoked_at
+    client.post(
+        "/admin/accounts/instanceapikey/",
+        {"action": "revoke", "_selected_action": [chosen.pk]},
+    )
+
+    assert response.status_code == 200
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert shown == ["Revoked 2 key(s)."]
+    assert instance_key_get_usable(chosen_raw) is None
+    assert instance_key_get_usable(again_raw) is None
+    assert instance_key_get_usable(kept_raw) == kept
+    revoked = {k.name: k.revoked_at for k in InstanceApiKey.objects.filter(instance=instance)}
+    assert revoked["in use"] is None
+    assert first_revocation is not None
+    # Revoking again keeps the first revocation time; the key and its user stay.
+    assert revoked["leaked"] == first_revocation
+    assert InstanceApiKey.objects.get(pk=chosen.pk).user_id == chosen.user_id
 
 
 @pytest.mark.django_db(transaction=True)  # a new instance's vector index has its own transaction

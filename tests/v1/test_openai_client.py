@@ -132,6 +132,56 @@ def test_the_wire_ends_with_done_and_stop_reaches_the_model(
     assert listed.choices[0].message.content == "Hello from the test model."
 
 
+def _main_request(model_server: UIModelServer, marker: str) -> dict[str, Any]:
+    """The main (streamed, no JSON schema) model request whose user message has ``marker``."""
+    (request,) = [
+        r
+        for r in model_server.requests
+        if r.get("stream")
+        and not r.get("response_format")
+        and marker in str(r["messages"][-1].get("content"))
+    ]
+    return request
+
+
+def test_stop_as_a_string_temperature_and_max_tokens_reach_the_model(
+    v1_server: str, model_server: UIModelServer, live_instance: Instance
+) -> None:
+    client = _client(v1_server, _key(live_instance))
+
+    client.chat.completions.create(
+        model="live",
+        messages=[{"role": "user", "content": "Sampled kiwi"}],
+        stop="END",
+        temperature=0.25,
+        max_tokens=42,
+    )
+    client.chat.completions.create(
+        model="live", messages=[{"role": "user", "content": "Defaults mango"}]
+    )
+
+    sampled = _main_request(model_server, "kiwi")
+    assert (sampled["stop"], sampled["temperature"], sampled["max_tokens"]) == (["END"], 0.25, 42)
+    defaults = _main_request(model_server, "mango")
+    assert not {"stop", "temperature", "max_tokens"} & set(defaults)
+
+
+def test_models_with_a_users_own_token_are_the_instances_they_belong_to(
+    v1_server: str, live_instance: Instance, owner: Any, stranger: Any
+) -> None:
+    instance_create(slug="second", name="Second", owner=owner)
+    instance_create(slug="foreign", name="Foreign", owner=stranger)
+    _, token = api_token_create(user=owner, name="mine")
+
+    listed = _client(v1_server, token).models.list()
+
+    assert [(m.id, m.object, m.owned_by) for m in listed] == [
+        ("live", "model", "openmates"),
+        ("second", "model", "openmates"),
+    ]
+    assert all(isinstance(m.created, int) and m.created > 0 for m in listed)
+
+
 def test_a_conversation_is_continued_by_its_header(
     v1_server: str, model_server: UIModelServer, live_instance: Instance
 ) -> None:
@@ -263,14 +313,7 @@ TEA = "The user loves green tea."
 
 def _main_prompt(model_server: UIModelServer, marker: str) -> str:
     """The system prompt of the main (streamed) model call whose user message has ``marker``."""
-    (request,) = [
-        r
-        for r in model_server.requests
-        if r.get("stream")
-        and not r.get("response_format")
-        and marker in str(r["messages"][-1].get("content"))
-    ]
-    return str(request["messages"][0]["content"])
+    return str(_main_request(model_server, marker)["messages"][0]["content"])
 
 
 def _memories(instance: Instance, user_id: int) -> list[tuple[str, str]]:
