@@ -16,7 +16,7 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException, PermissionDenied
 from rest_framework.request import Request
@@ -26,11 +26,15 @@ from instances import selectors, services
 from instances import serializers as io
 from instances.models import Instance, InstanceMember, InstanceSecret, Mate
 from openmates import vault
-from openmates.rest import JsonOnlyApi, TimestampCursorPagination
+from openmates.rest import IdCursorPagination, JsonOnlyApi, TimestampCursorPagination
 
 
 class InstancePagination(TimestampCursorPagination):
     ordering = ("-created_at", "-id")
+
+
+class MemberPagination(TimestampCursorPagination):
+    ordering = ("created_at", "id")
 
 
 def instance_or_404(request: Request, slug: str) -> Instance:
@@ -137,18 +141,18 @@ class InstanceDetailApi(JsonOnlyApi):
 
 
 class InstanceMembersApi(JsonOnlyApi):
-    """GET: the instance's members with their roles (owners/admins)."""
+    """GET: the instance's members with their roles, oldest first (owners/admins; cursor
+    pagination, ``page_size`` ≤ 200)."""
 
-    @extend_schema(
-        operation_id="instances_members",
-        responses={
-            200: inline_serializer("MemberList", fields={"results": io.MemberOut(many=True)})
-        },
-    )
+    pagination_class = MemberPagination
+
+    @extend_schema(operation_id="instances_members", responses={200: io.MemberOut(many=True)})
     def get(self, request: Request, slug: str) -> Response:
         instance = admin_instance_or_error(request, slug)
         members = InstanceMember.objects.filter(instance=instance).select_related("user")
-        return Response({"results": io.MemberOut(members.order_by("created_at"), many=True).data})
+        paginator = MemberPagination()
+        page = list(paginator.paginate_queryset(members, request, view=self) or [])
+        return paginator.get_paginated_response(io.MemberOut(page, many=True).data)
 
 
 class PromptSectionApi(JsonOnlyApi):
@@ -172,17 +176,19 @@ class PromptSectionApi(JsonOnlyApi):
 
 
 class MateListApi(JsonOnlyApi):
-    """GET the mates (members). POST a new one (owners/admins; body ``MateIn``)."""
+    """GET the mates in the order they were made (members; cursor pagination,
+    ``page_size`` ≤ 200; ``is_default`` marks the default one). POST a new one
+    (owners/admins; body ``MateIn``)."""
 
-    @extend_schema(
-        operation_id="instances_mates_list",
-        responses={200: inline_serializer("MateList", fields={"results": io.MateOut(many=True)})},
-    )
+    pagination_class = IdCursorPagination
+
+    @extend_schema(operation_id="instances_mates_list", responses={200: io.MateOut(many=True)})
     def get(self, request: Request, slug: str) -> Response:
         instance = instance_or_404(request, slug)
-        return Response(
-            {"results": io.MateOut(selectors.mates_for_instance(instance), many=True).data}
-        )
+        paginator = IdCursorPagination()
+        mates = Mate.objects.filter(instance=instance)
+        page = list(paginator.paginate_queryset(mates, request, view=self) or [])
+        return paginator.get_paginated_response(io.MateOut(page, many=True).data)
 
     @extend_schema(
         operation_id="instances_mates_create", request=io.MateIn, responses={201: io.MateOut}

@@ -168,3 +168,24 @@ class TimestampCursorPagination(CursorPagination):
             if not valid:
                 raise NotFound(self.invalid_cursor_message)
         return cursor
+
+
+class IdCursorPagination(CursorPagination):
+    """DRF's cursor pagination (50 a page, ``page_size`` up to 200) over an integer
+    primary key, for rows without a timestamp (``ordering`` ``("id",)``, oldest first).
+    A cursor whose position is not a decimal integer answers 404 ``not_found`` instead of
+    a database error."""
+
+    page_size = 50
+    max_page_size = 200
+    page_size_query_param = "page_size"
+    ordering = ("id",)
+
+    def decode_cursor(self, request: Request) -> Any:
+        """DRF's cursor, refusing a position that is not an integer (404 ``not_found``)."""
+        cursor = super().decode_cursor(request)
+        if cursor is not None and cursor.position is not None:
+            position = str(cursor.position)
+            if not (position.isascii() and position.isdigit() and len(position) <= 19):
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
