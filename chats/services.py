@@ -42,6 +42,7 @@ from chats.models import (
     MessageStatus,
     UserKeys,
 )
+from memories.services import memory_consent_forget
 from openmates import crypto, vault
 from openmates.ids import FILE_EMBED_CIPHERTEXT_CHARS, FILE_EMBED_TOOL, MAX_MESSAGE_CIPHERTEXT_CHARS
 
@@ -236,7 +237,8 @@ def chat_update(
 
 
 def chat_delete(*, chat: Chat) -> None:
-    """Delete a chat with its messages, embeds and every cache entry of it."""
+    """Delete a chat with its messages, embeds, memory-consent answers and every cache
+    entry of it."""
     chat_id, owner_id = chat.pk, chat.owner_id
     with transaction.atomic():
         # The chat first (the lock order); the cascade then locks messages and embeds.
@@ -249,6 +251,7 @@ def chat_delete(*, chat: Chat) -> None:
             .values_list("id", flat=True)
         )
         Chat.objects.filter(pk=chat_id).delete()
+        memory_consent_forget(chat_id=chat_id)
     cache.chat_forget(
         user_id=owner_id, chat_id=chat_id, embed_ids=embed_ids, message_ids=unanswered
     )

@@ -100,6 +100,31 @@ async def test_a_category_refused_for_the_conversation_stays_out_of_its_prompt(
     assert MEMORY not in after
 
 
+async def test_a_refusal_outlives_the_conversations_redis_copy(
+    instance: Any, owner: Any, llm_script: Any
+) -> None:
+    await services.amemory_create(
+        instance=instance, user_id=owner.pk, category="preference", content=MEMORY
+    )
+    _script(llm_script, first=True)
+    _script(llm_script, first=False)
+    first, _ = await _turn(instance, owner)
+    # What the WebSocket handler of memory.consent records (docs/protocol.md §3).
+    await state.memory_consent_answer(
+        chat_id=first.conversation_id, user_id=owner.pk, answers={"preference": "denied"}
+    )
+    # The copy expired after 72 h, or was evicted with the chat from the AI cache.
+    await state.redis_client().delete(state._consent_key(first.conversation_id))
+
+    _, events = await _turn(instance, owner, first.conversation_id)
+
+    assert not any(isinstance(e, ev.MemoryRequest) for e in events)
+    before, after = _main_prompts(llm_script)
+    assert f"- {MEMORY}" in before
+    assert MEMORY not in after
+    assert await state.memory_consent_get(first.conversation_id) == {"preference": "denied"}
+
+
 async def test_no_memory_reaches_the_prompt_when_the_user_turned_memory_off(
     instance: Any, owner: Any, llm_script: Any
 ) -> None:
