@@ -1,8 +1,9 @@
 """The ``memory_search`` tool in a turn follows the chat's memory consent like the
-prompt's retrieval (``memories.selectors.memory_categories_consented``), and a chat's
-answers outlive their Redis copy (``memories.models.MemoryConsent``). Real PostgreSQL with
-pgvector, Redis, OpenBao and the packaged local embedder; the model scripted at the
-LiteLLM boundary, calling the tool."""
+prompt's retrieval (``memories.selectors.memory_categories_consented``); a chat's answers
+outlive their Redis copy (``memories.models.MemoryConsent``); retrieval works on an
+instance of the bundled base model. Real PostgreSQL with pgvector, Redis, OpenBao and the
+packaged local embedder; the model scripted at the LiteLLM boundary (calling the tool) or
+on the wire."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 
 from memories.models import MemoryConsent
+from openmates import llm
 from openmates.db import db_call
 from pipeline import state
+from tests.llm_fake import WireReply, sse_body
 from tests.pipeline.test_memories import (
     MEMORY,
     POST,
@@ -128,3 +131,29 @@ async def test_a_refusal_outlives_the_chats_redis_copy(
     assert await state.memory_consent_get(chat.pk) == {"preference": "denied"}
     stored = await db_call(lambda: list(MemoryConsent.objects.values_list("category", "decision")))
     assert stored == [("preference", "denied")]
+
+
+async def test_a_memory_reaches_the_prompt_of_an_instance_on_the_bundled_model(
+    ws_client: Any, chat: Any, user: Any, instance: Any, llm_wire: Any
+) -> None:
+    # The bundled base model behind a completions endpoint: the turn's one model call is
+    # the answer; the memory's retrieval embeds locally and calls no model.
+    instance.tier_map = {
+        t: [{"model": "text-completion-openai/gemma-3-270m", "api_base": llm_wire.api_base}]
+        for t in llm.TIERS
+    }
+    await db_call(instance.save)
+    await _remember(instance, user)
+    chunk = {"id": "c", "object": "text_completion", "created": 1, "model": "g"}
+    choice = {"index": 0, "text": " Pad thai.", "finish_reason": "stop"}
+    llm_wire.queue(WireReply([sse_body([{**chunk, "choices": [choice]}])]))
+    client = await ws_client(user)
+    await client.send(type="memory.consent", chat_id=chat.pk, allowed=["preference"])
+    await _wait_answered(chat.pk)
+
+    frames = await _turn(client, chat, QUESTION)
+
+    assert [f["content"] for f in frames if f["type"] == "stream.done"] == [" Pad thai."]
+    (sent,) = llm_wire.requests
+    assert sent["path"] == "/v1/completions"
+    assert f"- {MEMORY}" in sent["body"]["prompt"]
