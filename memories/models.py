@@ -103,7 +103,8 @@ class MemoryConsent(models.Model):
     The durable copy of the answers; Redis ``chat:{cid}:memory_consent`` caches them for
     the turns. ``chat_id`` is the chat's id as a plain UUID, not a foreign key: chats sit
     above memories in the layering (docs/architecture.md §2); ``chats.services.chat_delete``
-    deletes a chat's rows, the user's cascade an account's. Only answers are kept here
+    deletes a chat's rows (the hook ``pipeline.apps`` registers), the user's cascade an
+    account's. Only answers are kept here
     ("the user was asked" lives in Redis alone).
     """
 
