@@ -23,6 +23,12 @@ def chat_get_for_user(*, chat_id: str, user: Any) -> Chat | None:
     return Chat.objects.select_related("instance").filter(pk=chat_id, owner_id=user.pk).first()
 
 
+def chat_mode_for_user(*, chat_id: str, user_id: int) -> str | None:
+    """The ``ChatMode`` of the chat ``chat_id`` when ``user_id`` owns it, else ``None``."""
+    found = Chat.objects.filter(pk=chat_id, owner_id=user_id).values_list("mode", flat=True)
+    return found.first()
+
+
 async def achat_get_for_user(*, chat_id: str, user: Any) -> Chat | None:
     """Async twin of :func:`chat_get_for_user`."""
     if not chat_id or not getattr(user, "is_authenticated", False):

@@ -24,7 +24,7 @@ import binascii
 import contextlib
 import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -235,8 +235,22 @@ def chat_update(
     return locked
 
 
+# Apps below chats that keep data of a chat under its id (the memories' consent answers)
+# cannot be imported here: an app above both registers their delete (pipeline.apps).
+_chat_delete_hooks: list[Callable[..., None]] = []
+
+
+def chat_delete_hook_register(hook: Callable[..., None]) -> None:
+    """Have ``hook(chat_id=…)`` delete what another app keeps of a chat, inside
+    :func:`chat_delete`'s transaction (an exception rolls the deletion back)."""
+    if hook not in _chat_delete_hooks:
+        _chat_delete_hooks.append(hook)
+
+
 def chat_delete(*, chat: Chat) -> None:
-    """Delete a chat with its messages, embeds and every cache entry of it."""
+    """Delete a chat with its messages, embeds, what registered apps keep of it
+    (:func:`chat_delete_hook_register`: its memory-consent answers) and every cache
+    entry of it."""
     chat_id, owner_id = chat.pk, chat.owner_id
     with transaction.atomic():
         # The chat first (the lock order); the cascade then locks messages and embeds.
@@ -249,6 +263,8 @@ def chat_delete(*, chat: Chat) -> None:
             .values_list("id", flat=True)
         )
         Chat.objects.filter(pk=chat_id).delete()
+        for hook in _chat_delete_hooks:
+            hook(chat_id=chat_id)
     cache.chat_forget(
         user_id=owner_id, chat_id=chat_id, embed_ids=embed_ids, message_ids=unanswered
     )

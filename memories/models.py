@@ -94,3 +94,38 @@ class MemorySettings(models.Model):
     def __str__(self) -> str:
         state = "on" if self.enabled else "off"
         return f"memory {state} for user {self.user_id} in instance {self.instance_id}"
+
+
+class MemoryConsent(models.Model):
+    """A user's answer for one chat and one memory category: may the chat's turns use the
+    memories of that category (docs/architecture.md §12)?
+
+    The durable copy of the answers; Redis ``chat:{cid}:memory_consent`` caches them for
+    the turns. ``chat_id`` is the chat's id as a plain UUID, not a foreign key: chats sit
+    above memories in the layering (docs/architecture.md §2); ``chats.services.chat_delete``
+    deletes a chat's rows (the hook ``pipeline.apps`` registers), the user's cascade an
+    account's. Only answers are kept here
+    ("the user was asked" lives in Redis alone).
+    """
+
+    class Decision(models.TextChoices):
+        ALLOWED = "allowed", "Allowed"
+        DENIED = "denied", "Denied"
+
+    chat_id = models.UUIDField()
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_consents"
+    )
+    category = models.CharField(max_length=16, choices=Memory.Category.choices)
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("chat_id", "user", "category"), name="memory_consent_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.category} {self.decision} in chat {self.chat_id}"

@@ -42,6 +42,14 @@ MAX_LIMIT = 50
 # What retrieval for a prompt puts in at most (characters, about 500 tokens).
 PROMPT_MEMORY_CHARS = 2000
 PROMPT_MEMORY_LIMIT = 8
+# The relevance floor of retrieval for a prompt: a memory found by its vector alone
+# enters only at this cosine similarity to the message or more (the keyword list holds
+# memories with every word of the message, relevant by construction). Set with the
+# packaged all-MiniLM-L6-v2: related English pairs ("what should I cook for dinner?" /
+# "Alice is vegetarian") score 0.19-0.3, unrelated ones below 0.15. That model knows
+# English: two texts of another language score 0.3-0.6 whatever they say, so there the
+# floor keeps out only other languages' memories (docs/architecture.md §12).
+PROMPT_MIN_SIMILARITY = 0.15
 
 K = TypeVar("K", bound=Hashable)
 
@@ -124,6 +132,7 @@ def _vector_statement(
     categories: Sequence[str] | None,
     excluded: Sequence[list[int]],
     top_k: int,
+    min_similarity: float | None = None,
 ) -> Statement:
     dims = int(instance.embedding_dimensions)
     expression = vectors.column_expression(dims)
@@ -131,15 +140,18 @@ def _vector_statement(
     where, params = _filters(categories)
     excluded_sql, excluded_params = _exclusions(excluded)
     literal = vectors.vector_literal(vector)
+    floor_sql, floor_params = "", []
+    if min_similarity is not None:
+        floor_sql, floor_params = " WHERE distance <= %s", [1.0 - float(min_similarity)]
     sql = (
         f"WITH nearest AS MATERIALIZED (SELECT {_COLUMNS}, {expression} <=> {query} AS distance "  # noqa: S608 (integers and constants only)
         f"FROM {vectors.TABLE} WHERE {vectors.index_predicate(instance.pk, dims)} "
         f"AND user_id = %s AND embedding_model = %s{where}{excluded_sql} "
         f"ORDER BY {expression} <=> {query} LIMIT %s) "
-        f"SELECT {_COLUMNS} FROM nearest ORDER BY distance, id"
+        f"SELECT {_COLUMNS} FROM nearest{floor_sql} ORDER BY distance, id"
     )
     args = [literal, int(user_id), str(instance.embedding_model), *params, *excluded_params]
-    return sql, [*args, literal, top_k]
+    return sql, [*args, literal, top_k, *floor_params]
 
 
 def _keyword_statement(
@@ -250,6 +262,7 @@ def _search_statements(
     secret: bytes,
     vector: list[float] | None,
     categories: Sequence[str] | None,
+    min_similarity: float | None = None,
 ) -> list[Statement]:
     """[settings, vector list, keyword list], or only the keyword list without a vector."""
     keyword = _keyword_statement(
@@ -271,6 +284,7 @@ def _search_statements(
         categories=categories,
         excluded=excluded,
         top_k=LIST_TOP_K,
+        min_similarity=min_similarity,
     )
     return [_settings_statement(), nearest, keyword]
 
@@ -284,13 +298,16 @@ def hybrid_search(
     limit: int = DEFAULT_LIMIT,
     categories: Sequence[str] | None = None,
     generation: int | None = None,
+    min_similarity: float | None = None,
 ) -> list[SearchHit]:
     """The user's ``limit`` best memories for ``query`` (module docstring), best first.
 
     ``vector`` is the embedding of ``parse_query(query).positive_text`` (None: no vector
     side); ``generation`` the user's key generation when the caller has just read it
-    (None: read here). Sync ORM code: both lists in one round trip, returning the
-    candidates' ciphertext, so only the winners' decryption follows.
+    (None: read here); ``min_similarity`` (None: none) leaves memories of a lower cosine
+    similarity to ``vector`` out of the vector list. Sync ORM code: both lists in one
+    round trip, returning the candidates' ciphertext, so only the winners' decryption
+    follows.
 
     Raises:
         openmates.crypto.DecryptionError: a winner does not open.
@@ -313,6 +330,7 @@ def hybrid_search(
         secret=secret,
         vector=vector,
         categories=categories,
+        min_similarity=min_similarity,
     )
     found = _results(statements)
     lists = found[1:] if vector is not None else [[], *found]
@@ -370,6 +388,7 @@ async def _asearch(
     limit: int,
     categories: Sequence[str] | None,
     enabled_only: bool,
+    min_similarity: float | None = None,
 ) -> list[SearchHit]:
     """Parse, read the user's settings, embed the query's positive words, search; nothing
     is read for a query with nothing to look for, nothing embedded for a user without
@@ -390,6 +409,7 @@ async def _asearch(
         limit=limit,
         categories=categories,
         generation=found.key_generation,
+        min_similarity=min_similarity,
     )
 
 
@@ -398,12 +418,14 @@ async def amemories_for_prompt(
 ) -> list[str]:
     """The memory texts for a turn's prompt (``pipeline.prompts.memory_retriever_set``).
 
-    Only the allowed ``categories``, only when the instance and the user have memory on;
-    at most :data:`PROMPT_MEMORY_LIMIT` memories within :data:`PROMPT_MEMORY_CHARS`
-    characters, best first. Without allowed categories, with the instance's memory off
-    or a query with nothing to look for, nothing is read; otherwise one read of the
-    user's settings (their switch and key generation), then the query's embedding (the
-    packaged local model needs no model call) and the search's one round trip.
+    Only the allowed ``categories``, only when the instance and the user have memory on,
+    only memories above the relevance floor (:data:`PROMPT_MIN_SIMILARITY`, or matched by
+    keyword); at most :data:`PROMPT_MEMORY_LIMIT` memories within
+    :data:`PROMPT_MEMORY_CHARS` characters, best first. Without allowed categories, with
+    the instance's memory off or a query with nothing to look for, nothing is read;
+    otherwise one read of the user's settings (their switch and key generation), then the
+    query's embedding (the packaged local model needs no model call) and the search's one
+    round trip.
 
     Raises: as :func:`ahybrid_search` (the pipeline logs them and answers without
     memories).
@@ -417,6 +439,7 @@ async def amemories_for_prompt(
         limit=PROMPT_MEMORY_LIMIT,
         categories=list(categories),
         enabled_only=True,
+        min_similarity=PROMPT_MIN_SIMILARITY,
     )
     return prompt_texts(hits)
 

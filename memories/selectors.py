@@ -8,14 +8,14 @@ without their embedding (large, and no reader needs it); decrypting is
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.db.models import Count, QuerySet
 
 from instances.models import Instance
 from memories import keys
-from memories.models import Memory, MemorySettings
+from memories.models import Memory, MemoryConsent, MemorySettings
 
 # What a reader loads of a memory: everything but the vector and the blind index.
 READ_FIELDS = (
@@ -105,6 +105,33 @@ def memory_categories_askable(*, instance: Any, user_id: int | None) -> dict[str
     if found is None or not found.enabled:
         return {}
     return memory_categories_for_user(instance_id=instance.pk, user_id=user_id)
+
+
+def memory_consent_for_chat(*, chat_id: str, user_id: int | None = None) -> dict[str, str]:
+    """The chat's stored consent answers (of ``user_id`` when given): category →
+    ``allowed`` | ``denied`` (the durable copy, :class:`memories.models.MemoryConsent`);
+    ``{}`` for an id that is not a UUID."""
+    try:
+        wanted = uuid.UUID(str(chat_id))
+    except ValueError:
+        return {}
+    rows = MemoryConsent.objects.filter(chat_id=wanted)
+    if user_id is not None:
+        rows = rows.filter(user_id=user_id)
+    pairs = rows.values_list("category", "decision")
+    return {str(category): str(decision) for category, decision in pairs}
+
+
+def memory_categories_consented(
+    consent: Mapping[str, str], categories: Iterable[str], *, server_managed: bool
+) -> list[str]:
+    """Of ``categories`` (in order), those a chat's consent answers (category →
+    ``allowed`` | ``denied`` | ``asked``) let the chat's turns read: the ``allowed`` ones;
+    in a server-managed chat, which has no client to ask, every one not ``denied``. The
+    one rule of the prompt's retrieval and the ``memory_search`` tool."""
+    if server_managed:
+        return [c for c in categories if consent.get(c) != "denied"]
+    return [c for c in categories if consent.get(c) == "allowed"]
 
 
 def memories_open(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from django.db import connection, transaction
 
 from memories import blind_index, keys, vectors
 from memories.extraction import Fact
-from memories.models import Memory, MemorySettings
+from memories.models import Memory, MemoryConsent, MemorySettings
 from openmates import ids
 from openmates.db import db_call
 
@@ -410,6 +410,38 @@ def memories_forget(*, instance_id: int, user_id: int) -> int:
         owner.save(update_fields=["key_generation", "updated_at"])
     logger.info("memories of user %s in instance %s forgotten", user_id, instance_id)
     return int(deleted)
+
+
+def memory_consent_save(*, chat_id: str, user_id: int, answers: Mapping[str, str]) -> int:
+    """Store the user's consent answers for a chat (category → ``allowed`` | ``denied``;
+    other values, such as ``asked``, and unknown categories are left out), replacing
+    earlier ones. Returns how many answers were stored (0 for an id that is not a UUID)."""
+    try:
+        wanted = uuid.UUID(str(chat_id))
+    except ValueError:
+        return 0
+    decisions = set(MemoryConsent.Decision.values)
+    rows = [
+        MemoryConsent(chat_id=wanted, user_id=user_id, category=category, decision=decision)
+        for category, decision in answers.items()
+        if category in CATEGORIES and decision in decisions
+    ]
+    MemoryConsent.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["chat_id", "user", "category"],
+        update_fields=["decision", "updated_at"],
+    )
+    return len(rows)
+
+
+def memory_consent_forget(*, chat_id: str) -> None:
+    """Delete a chat's consent answers (the chat is being deleted)."""
+    try:
+        wanted = uuid.UUID(str(chat_id))
+    except ValueError:
+        return
+    MemoryConsent.objects.filter(chat_id=wanted).delete()
 
 
 class MemoriesAccountData:

@@ -77,13 +77,20 @@ async def aembed(instance: Any, texts: list[str]) -> list[list[float]]:
     the packaged local model in-process, any other through LiteLLM with the instance's key).
 
     Raises:
-        openmates.llm.LLMError: the model failed or answered the wrong dimension.
-        VectorError: a vector that must not be stored (:func:`vector_check`).
+        openmates.llm.LLMError: the model failed.
+        VectorError: a vector that must not be stored (:func:`vector_check`; a wrong
+            dimension is ``dimension_mismatch`` whichever check finds it).
     """
     if not texts:
         return []
     secrets = await ainstance_tier_secrets_get(instance=instance)
-    vectors = await llm.embed(texts, instance=instance, secrets=secrets)
+    try:
+        vectors = await llm.embed(texts, instance=instance, secrets=secrets)
+    except llm.EmbeddingDimensionError as exc:
+        raise VectorError(
+            "dimension_mismatch",
+            f"the embedding has {exc.got} dimensions; this instance stores {exc.expected}",
+        ) from exc
     if len(vectors) != len(texts):
         raise VectorError(
             "count_mismatch", f"{len(vectors)} embeddings came back for {len(texts)} texts"

@@ -192,6 +192,16 @@ class LLMError(Exception):
         return failure_reason(self.code)
 
 
+class EmbeddingDimensionError(LLMError):
+    """The embedding model answered vectors of another dimension than the instance's
+    (code ``bad_request``); ``expected`` and ``got`` are the dimensions."""
+
+    def __init__(self, message: str, *, expected: int, got: int) -> None:
+        super().__init__("bad_request", message)
+        self.expected = expected
+        self.got = got
+
+
 class LLMConfigurationError(LLMError):
     """The tier cannot be served: no entry, or every entry lacks its secret (named)."""
 
@@ -1029,7 +1039,8 @@ async def embed(
 
     Raises:
         LLMConfigurationError: unknown local model, or a missing secret.
-        LLMError: the provider failed, or the vectors have the wrong dimension.
+        EmbeddingDimensionError: the vectors have another dimension than the instance's.
+        LLMError: the provider failed.
     """
     if not texts:
         return []
@@ -1055,9 +1066,12 @@ async def embed(
         _log_attempt(context, route, "embedding", started, None, failure.code, exc)
         raise failure from exc
     _log_attempt(context, route, "embedding", started, usage, None, None)
-    if any(len(vector) != dimensions for vector in vectors):
-        raise LLMError(
-            "bad_request", f"{model} returned vectors that are not {dimensions}-dimensional."
+    wrong = next((len(vector) for vector in vectors if len(vector) != dimensions), None)
+    if wrong is not None:
+        raise EmbeddingDimensionError(
+            f"{model} returned vectors that are not {dimensions}-dimensional.",
+            expected=dimensions,
+            got=wrong,
         )
     return vectors
 

@@ -829,10 +829,12 @@ async def memory_consent(socket: Socket, frame: p.MemoryConsent) -> None:
         # A change in the chat's UI: the list is the whole answer (docs/protocol.md §3).
         answers = dict.fromkeys(p.MEMORY_CATEGORIES, "denied")
     else:
-        consent = await state.memory_consent_get(frame.chat_id)
+        consent = await state.memory_consent_load(frame.chat_id)
         answers = {c: "denied" for c, value in consent.items() if value == "asked"}
     answers.update(dict.fromkeys(frame.allowed, "allowed"))
-    await state.memory_consent_mark(frame.chat_id, answers)
+    await state.memory_consent_answer(
+        chat_id=frame.chat_id, user_id=socket.user.pk, answers=answers
+    )
 
 
 # --- chats and messages -----------------------------------------------------------------

@@ -726,36 +726,115 @@ def choose_mate_category(text: str, available: Iterable[str]) -> str | None:
     return best
 
 
-_MEMORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "preference",
-        re.compile(r"\b(recommend|suggest|favou?rite|i (like|love|prefer|hate))\b", re.I),
+# Which memory categories a message would draw on, in the product's languages (English,
+# German, French, Spanish, Italian, Portuguese, Dutch, Japanese, Chinese, Russian). They
+# decide what a client chat is asked consent for and which categories are searched; what
+# enters the prompt is then the search's best memories above a relevance floor
+# (docs/architecture.md §12). Stems rather than whole words where languages inflect;
+# bounded gaps only (pre-processing stays linear in the text).
+_MEMORY_PATTERNS: dict[str, str] = {
+    "preference": (
+        r"\b(?:recommend|suggest|favou?rite|i (?:like|love|prefer|hate|enjoy))\b"
+        r"|\b(?:empfiehl|empfehl|schlag\w{0,3} (?:mir )?\w{0,20} ?vor|lieblings"
+        r"|ich (?:mag|liebe|hasse)|bevorzuge)"
+        r"|\b(?:recommand|conseill|sugg[èé]r|préféré|j'aime|j'adore|je préfère|je déteste)"
+        r"|\b(?:recomi[ée]nd|recomend|sug[ie]r|favorit|me gusta|me encanta|prefiero|odio)"
+        r"|\b(?:consigli|raccomand|suggeris|preferit|mi piace|adoro|preferisco)"
+        r"|\b(?:eu gosto|gosto de|prefiro|odeio)"
+        r"|\b(?:aanbevel|aanraden|raad\w{0,2} (?:me )?\w{0,20} ?aan|favoriet|lievelings"
+        r"|ik hou van|voorkeur)"
+        r"|おすすめ|オススメ|お勧め|好き|嫌い|好み|推荐|推薦|建议|建議|喜欢|喜歡|最爱|讨厌|偏好"
+        r"|\b(?:посовет|рекоменд|любим|мне нравится|я люблю|предпочита|ненавижу)"
     ),
-    ("fact", re.compile(r"\b(my name|i am|i'm|i live|i work|my job|my address)\b", re.I)),
-    (
-        "event",
-        re.compile(
-            r"\b(yesterday|last (week|month|year)|my birthday|appointment|anniversary)\b", re.I
-        ),
+    "fact": (
+        r"\b(?:my name|i am|i'm|i live|i work|my job|my address|where do i live|who am i)\b"
+        r"|\b(?:mein name|ich heiße|ich bin|ich wohne|ich lebe|ich arbeite|mein beruf"
+        r"|meine adresse|wo wohne ich|wer bin ich)\b"
+        r"|\b(?:je m'appelle|mon nom|je suis|j'habite|je vis|je travaille|mon métier|mon adresse)"
+        r"|\b(?:me llamo|mi nombre|vivo en|trabajo (?:en|como)|mi trabajo|mi dirección)\b"
+        r"|\b(?:mi chiamo|il mio nome|abito|vivo a|lavoro (?:a|come|in)|il mio lavoro"
+        r"|il mio indirizzo)\b"
+        r"|\b(?:meu nome|me chamo|eu sou|moro em|eu trabalho|meu emprego|meu endereço)"
+        r"|\b(?:mijn naam|ik heet|ik ben|ik woon|ik werk|mijn baan|mijn adres)\b"
+        r"|私の名前|名前は|住んで|働いて|仕事|住所|我的名字|我叫|我住|我的工作|地址"
+        r"|\b(?:меня зовут|мо[её] имя|я живу|я работаю|моя работа|мой адрес)"
     ),
-    (
-        "relationship",
-        re.compile(
-            r"\b(my (wife|husband|partner|mother|mom|father|dad|son|daughter|friend|boss|"
-            r"sister|brother))\b",
-            re.I,
-        ),
+    "event": (
+        r"\b(?:yesterday|last (?:week|month|year)|my birthday|appointment|anniversary)\b"
+        r"|\b(?:gestern|letzte woche|letzten monat|letztes jahr|geburtstag|termin|jahrestag)"
+        r"|\b(?:hier (?:soir|matin|midi)|la semaine dernière|le mois dernier|l'année dernière"
+        r"|anniversaire|rendez-vous)"
+        r"|\b(?:ayer|la semana pasada|el mes pasado|el año pasado|cumpleaños|aniversario)"
+        r"|\b(?:ieri|la settimana scorsa|il mese scorso|l'anno scorso|compleanno|appuntamento"
+        r"|anniversario)"
+        r"|\b(?:ontem|semana passada|mês passado|ano passado|aniversário|compromisso)"
+        r"|\b(?:gisteren|vorige (?:week|maand)|vorig jaar|verjaardag|afspraak)"
+        r"|昨日|先週|先月|去年|誕生日|予約|記念日|昨天|上周|上个月|生日|预约|纪念日"
+        r"|\b(?:вчера|на прошлой неделе|в прошлом (?:месяце|году)|день рождения|годовщин)"
     ),
-    (
-        "decision",
-        re.compile(r"\b(should i|i decided|we decided|which one should|help me decide)\b", re.I),
+    "relationship": (
+        r"\bmy (?:wife|husband|partner|mother|mom|mum|father|dad|son|daughter|friend|boss"
+        r"|sister|brother|girlfriend|boyfriend)\b"
+        r"|\bmein(?:e|em|en|er)? (?:frau|mann|partner|mutter|mama|vater|papa|sohn|tochter"
+        r"|freund|chef|schwester|bruder)"
+        r"|\b(?:mon|ma|mes) (?:femme|mari|partenaire|mère|maman|père|papa|fils|fille|ami"
+        r"|patron|chef|s(?:œ|oe)ur|frère|copain|copine)"
+        r"|\bmis? (?:esposa|esposo|marido|mujer|pareja|madre|mamá|padre|papá|hij[oa]|amig[oa]"
+        r"|jef[ea]|herman[oa]|novi[oa])"
+        r"|\b(?:mia|mio|miei|mie) (?:moglie|marito|partner|madre|mamma|padre|papà|figli[oa]"
+        r"|amic[oa]|capo|sorella|fratello|ragazz[oa])"
+        r"|\b(?:minha|meu|meus|minhas) (?:esposa|marido|mulher|parceir[oa]|mãe|pai|filh[oa]"
+        r"|amig[oa]|chefe|irmã|irmão|namorad[oa])"
+        r"|\bmijn (?:vrouw|man|partner|moeder|mama|vader|papa|zoon|dochter|vriend|baas|zus"
+        r"|broer)"
+        r"|(?:私|僕|俺)の(?:妻|夫|母|父|息子|娘|友達|友人|上司|姉|妹|兄|弟|彼氏|彼女)"
+        r"|我的?(?:妻子|老婆|丈夫|老公|男朋友|女朋友|妈妈|媽媽|母亲|爸爸|父亲|儿子|兒子|女儿|女兒|朋友"
+        r"|老板|姐姐|妹妹|哥哥|弟弟)"
+        r"|\bмо(?:я|й|его|ей|ему|ю|им|ем) (?:жен|муж|мам|мат|пап|отц|отец|сын|доч|друг|подруг"  # noqa: RUF001
+        r"|начальни|сестр|брат)"
     ),
+    "decision": (
+        r"\b(?:should i|i decided|we decided|which one should|help me decide)\b"
+        r"|\b(?:soll(?:te)? ich|ich habe (?:mich )?entschieden|wir haben (?:uns )?entschieden"
+        r"|hilf mir\w{0,3} (?:zu )?entscheiden)"
+        r"|\b(?:dois-je|devrais-je|j'ai décidé|nous avons décidé|on a décidé"
+        r"|aide-moi à (?:choisir|décider))"
+        r"|\b(?:debería|decidí|he decidido|hemos decidido|ayúdame a (?:decidir|elegir))"
+        r"|\b(?:dovrei|ho deciso|abbiamo deciso|aiutami a (?:decidere|scegliere))"
+        r"|\b(?:deveria|eu decidi|decidimos|me ajude a (?:decidir|escolher))"
+        r"|\b(?:moet ik|zou ik|ik heb besloten|we hebben besloten|help me (?:kiezen|beslissen))"
+        r"|べきか|べきです|決めた|決めました|迷って|我应该|我應該|我决定|我們決定|我们决定|帮我(?:决定|选)"
+        r"|\b(?:стоит ли|следует ли|я решил|мы решили|помоги (?:мне )?(?:выбрать|решить))"
+    ),
+    # Questions about what the assistant knows or remembers of the user; ``general`` is
+    # also wanted with every other category (memory_categories).
+    "general": (
+        r"\b(?:(?:do|did) you (?:know|remember)|about me|remember (?:that|when|my|what)"
+        r"|what did i (?:tell|say))\b"
+        r"|\b(?:erinnerst du dich|weißt du noch|über mich|was weißt du)"
+        r"|\b(?:tu te souviens|te souviens-tu|te rappelles-tu|sur moi)"
+        r"|\b(?:recuerdas|te acuerdas|sobre mí)"
+        r"|\b(?:ti ricordi|ricordi|su di me)"
+        r"|\b(?:se lembra|lembra|sobre mim)"
+        r"|\b(?:weet je nog|herinner je|over mij)"
+        r"|覚えて|私について|私のこと|记得|記得|关于我|關於我"
+        r"|\b(?:помнишь|обо мне|про меня)"  # noqa: RUF001
+    ),
+}
+_MEMORY_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (category, re.compile(pattern, re.IGNORECASE)) for category, pattern in _MEMORY_PATTERNS.items()
 )
 
 
 def memory_categories(text: str) -> tuple[str, ...]:
-    """Memory categories this message would draw on (empty: none needed)."""
-    return tuple(category for category, pattern in _MEMORY_RULES if pattern.search(text))
+    """Memory categories this message would draw on, in :data:`MEMORY_CATEGORIES` order
+    (empty: none needed); ``general`` whenever another one is, since a memory saved
+    without a category (the ``memory_save`` tool's and the memories page's default) may
+    be about anything."""
+    found = {category for category, pattern in _MEMORY_RULES if pattern.search(text)}
+    if found:
+        found.add("general")
+    return tuple(category for category in MEMORY_CATEGORIES if category in found)
 
 
 # --- safety -------------------------------------------------------------------------------

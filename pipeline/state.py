@@ -26,8 +26,11 @@ from typing import Any
 from django.conf import settings
 
 from chats import cache as chat_cache
+from memories import selectors as memory_selectors
+from memories import services as memory_services
 from openmates import crypto, vault
 from openmates import redis_client as redis_clients
+from openmates.db import db_call
 
 PREFIX = "om:"
 SNAPSHOT_PURPOSE = "ai-cache"
@@ -658,10 +661,48 @@ def _consent_key(chat_id: str) -> str:
     return f"chat:{chat_id}:memory_consent"
 
 
+# A field of the consent hash: the durable answers were read into it.
+_CONSENT_LOADED = "~stored"
+
+
 async def memory_consent_get(chat_id: str) -> dict[str, str]:
-    """Category → ``allowed`` | ``denied`` | ``asked`` for the chat."""
-    raw = await redis_client().hgetall(_consent_key(chat_id))
-    return _decode(raw)
+    """Category → ``allowed`` | ``denied`` | ``asked`` for the chat: the Redis copy only
+    (:func:`memory_consent_load` also reads the durable answers)."""
+    raw = _decode(await redis_client().hgetall(_consent_key(chat_id)))
+    raw.pop(_CONSENT_LOADED, None)
+    return raw
+
+
+async def memory_consent_load(chat_id: str) -> dict[str, str]:
+    """The chat's consent, category → ``allowed`` | ``denied`` | ``asked``: the Redis
+    copy, which caches the durable answers (``memories.models.MemoryConsent``).
+
+    One Redis read while the copy holds them; after it expired or was evicted with the
+    chat (docs/architecture.md §4) also one database read, and the answers go back into
+    Redis (an answer there wins over an ``asked`` mark)."""
+    key = _consent_key(chat_id)
+    raw = _decode(await redis_client().hgetall(key))
+    if raw.pop(_CONSENT_LOADED, None) is not None:
+        return raw
+    stored = await db_call(memory_selectors.memory_consent_for_chat, chat_id=chat_id)
+    merged = {**raw, **stored}
+    mapping: dict[Any, Any] = {**merged, _CONSENT_LOADED: "1"}
+    async with redis_client().pipeline(transaction=True) as pipe:
+        pipe.hset(key, mapping=mapping)
+        pipe.expire(key, CHAT_META_TTL_S)
+        await pipe.execute()
+    return merged
+
+
+async def memory_consent_answer(*, chat_id: str, user_id: int, answers: dict[str, str]) -> None:
+    """Record the user's answers (category → ``allowed`` | ``denied``): durably first, then
+    in the chat's Redis copy, so a copy that expires loses none of them."""
+    if not answers:
+        return
+    await db_call(
+        memory_services.memory_consent_save, chat_id=chat_id, user_id=user_id, answers=answers
+    )
+    await memory_consent_mark(chat_id, answers)
 
 
 async def memory_consent_mark(chat_id: str, categories: dict[str, str]) -> None:

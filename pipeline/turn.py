@@ -579,7 +579,8 @@ async def _memory_consent(
 
     Only categories in which the user has memories count (``memory.request`` never asks
     about one nothing can supply); each is asked about once per chat, and the turn goes
-    on without it until the answer. The chat's answers come from Redis; the user's
+    on without it until the answer. The chat's answers come from Redis (the durable copy
+    after the Redis one expired, ``state.memory_consent_load``); the user's
     categories (one or two short queries) only when a wanted category is undecided or
     allowed, so a chat whose answers are all "no" costs no database work.
 
@@ -591,8 +592,9 @@ async def _memory_consent(
     """
     if not wanted or not request.instance.memory_enabled:
         return [], []
-    consent = await state.memory_consent_get(request.chat.pk)
-    if request.chat.mode == ChatMode.SERVER_MANAGED:
+    consent = await state.memory_consent_load(request.chat.pk)
+    server_managed = request.chat.mode == ChatMode.SERVER_MANAGED
+    if server_managed:
         consent = {c: "denied" if consent.get(c) == "denied" else "allowed" for c in wanted}
     if not any(c not in consent or consent[c] == "allowed" for c in wanted):
         return [], []
@@ -604,7 +606,10 @@ async def _memory_consent(
     relevant = [c for c in wanted if held.get(c)]
     ask = [c for c in relevant if c not in consent]
     await state.memory_consent_mark(request.chat.pk, dict.fromkeys(ask, "asked"))
-    return [c for c in relevant if consent.get(c) == "allowed"], ask
+    allowed = memory_selectors.memory_categories_consented(
+        consent, relevant, server_managed=server_managed
+    )
+    return allowed, ask
 
 
 async def _load_history(

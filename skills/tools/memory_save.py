@@ -34,7 +34,12 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
         )
     except services.MemoryInputError as exc:
         return {"success": False, "error": str(exc)}
-    except (llm.LLMError, VectorError):
+    except VectorError as exc:
+        return {
+            "success": False,
+            "error": f"the embedding model answered an unusable vector: {exc}",
+        }
+    except llm.LLMError:
         return {"success": False, "error": "the embedding model is unavailable"}
     except vault.VaultError:
         return {"success": False, "error": "memories cannot be saved right now"}

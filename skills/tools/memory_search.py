@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from chats.models import ChatMode
+from chats.selectors import chat_mode_for_user
 from memories import search
 from memories.models import Memory
-from memories.selectors import memory_instance_for_user
+from memories.selectors import (
+    memory_categories_consented,
+    memory_consent_for_chat,
+    memory_instance_for_user,
+)
 from memories.vectors import VectorError
 from openmates import crypto, llm, vault
 from openmates.db import db_call
@@ -18,8 +24,23 @@ DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
 
 
+def _categories(chat_id: str | None, user_id: int, category: str | None) -> list[str] | None:
+    """The categories the search may read (``None``: all, outside a chat): in a chat, only
+    those its consent answers allow, by the rule of the prompt's retrieval
+    (``selectors.memory_categories_consented``; the durable answers, which every answer
+    reaches before the chat's Redis copy)."""
+    wanted = [category] if category else list(Memory.Category.values)
+    if chat_id is None:
+        return [category] if category else None
+    mode = chat_mode_for_user(chat_id=chat_id, user_id=user_id)
+    consent = memory_consent_for_chat(chat_id=chat_id, user_id=user_id)
+    server_managed = mode == ChatMode.SERVER_MANAGED
+    return memory_categories_consented(consent, wanted, server_managed=server_managed)
+
+
 async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any]:
-    """Search the user's memories for ``query``; returns ``{"query", "memories": [...]}``."""
+    """Search the user's memories for ``query`` in the categories the chat's memory
+    consent allows; returns ``{"query", "memories": [...]}``."""
     query = str(params.get("query") or "").strip()
     if not query:
         return {"success": False, "error": "the query is empty"}
@@ -28,16 +49,25 @@ async def execute(params: dict[str, Any], context: ToolContext) -> dict[str, Any
     )
     if instance is None or context.user_id is None:
         return {"success": False, "error": "memory is turned off for this user"}
-    category = params.get("category")
+    categories = await db_call(
+        _categories, context.chat_id, context.user_id, params.get("category") or None
+    )
+    if categories == []:
+        return {"success": True, "result": {"query": query, "memories": []}}
     try:
         hits = await search.ahybrid_search(
             instance=instance,
             user_id=context.user_id,
             query=query,
             limit=params.get("limit") or DEFAULT_LIMIT,
-            categories=[category] if category else None,
+            categories=categories,
         )
-    except (llm.LLMError, VectorError):
+    except VectorError as exc:
+        return {
+            "success": False,
+            "error": f"the embedding model answered an unusable vector: {exc}",
+        }
+    except llm.LLMError:
         return {"success": False, "error": "the embedding model is unavailable"}
     except (vault.VaultError, crypto.DecryptionError):
         return {"success": False, "error": "the memories cannot be read right now"}

@@ -254,3 +254,24 @@ def test_account_deletion_leaves_nothing_decryptable(chat: Chat, keyed_owner: An
             object_id=chat.pk,
             sealed=sealed_cache,
         )
+
+
+def test_deleting_a_chat_deletes_its_memory_consent_answers(
+    chat: Chat, keyed_owner: Any, chat_instance: Any
+) -> None:
+    from memories import selectors as memory_selectors
+    from memories import services as memory_services
+
+    other = services.chat_create(
+        user=keyed_owner, chat_id=_id(), instance=chat_instance, encrypted_chat_key=CHAT_KEY
+    )
+    for kept in (chat, other):
+        memory_services.memory_consent_save(
+            chat_id=kept.pk, user_id=keyed_owner.pk, answers={"fact": "denied", "x": "denied"}
+        )
+
+    response = signed_in_client(keyed_owner).delete(f"/api/chats/{chat.pk}/")
+
+    assert response.status_code == 204
+    assert memory_selectors.memory_consent_for_chat(chat_id=chat.pk) == {}
+    assert memory_selectors.memory_consent_for_chat(chat_id=other.pk) == {"fact": "denied"}

@@ -289,7 +289,8 @@ def test_embedding_failures_answer_503_and_bad_vectors_502(
     assert (down.status_code, down.json()["code"]) == (503, "embedding_unavailable")
     assert (zeros.status_code, zeros.json()["code"]) == (502, "embedding_invalid")
     assert zeros.json()["message"] == "the embedding is all zeros"
-    assert (short.status_code, short.json()["code"]) == (503, "embedding_unavailable")
+    assert (short.status_code, short.json()["code"]) == (502, "embedding_invalid")
+    assert short.json()["message"] == "the embedding has 3 dimensions; this instance stores 4"
     assert not Memory.objects.exists()
 
 

@@ -283,3 +283,50 @@ def test_the_hnsw_scan_goes_on_past_other_users_nearer_rows(
         transaction.set_rollback(True)
 
     assert sorted(h.memory_id for h in hits) == sorted(mine)
+
+
+def test_only_the_final_results_are_decrypted(
+    local_instance: Any, alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(12):
+        remember(local_instance, alice, f"Alice drinks tea at {n} o'clock")
+    opened: list[str] = []
+    content_open = keys.content_open
+
+    def counting(**kwargs: Any) -> str:
+        opened.append(kwargs["memory_id"])
+        return content_open(**kwargs)
+
+    monkeypatch.setattr(keys, "content_open", counting)
+
+    hits = _search(local_instance, alice, "tea", limit=3)
+
+    assert len(hits) == 3
+    assert sorted(opened) == sorted(h.memory_id for h in hits)
+
+
+def test_keyword_candidates_are_capped_before_ranking(
+    local_instance: Any, alice: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = {str(remember(local_instance, alice, f"tea note {n}").pk) for n in range(5)}
+    key = selectors.current_key(instance_id=local_instance.pk, user_id=alice.pk)
+    monkeypatch.setattr(search, "KEYWORD_CANDIDATES", 2)
+
+    uncapped = _keyword(local_instance, alice, "tea")
+    capped = search.keyword_ranked(
+        instance_id=local_instance.pk,
+        user_id=alice.pk,
+        query=blind_index.parse_query("tea"),
+        secret=keys.blind_secret(str(key)),
+        candidates=3,
+    )
+    # The hybrid search takes the module's cap (no vector: the keyword list alone).
+    hybrid = search.hybrid_search(
+        instance=local_instance, user_id=alice.pk, query="tea", vector=None, limit=50
+    )
+
+    assert sorted(uncapped) == sorted(made)
+    assert len(capped) == 3
+    assert set(capped) <= made
+    assert len(hybrid) == 2
+    assert {h.memory_id for h in hybrid} <= made

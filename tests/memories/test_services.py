@@ -17,7 +17,7 @@ from accounts.services import account_delete
 from memories import blind_index, keys, search, selectors, services, vectors
 from memories.models import Memory, MemorySettings
 from memories.vectors import VectorError, vector_check
-from openmates import crypto, llm, vault
+from openmates import crypto, vault
 from tests.db_rows import table_rows_text
 from tests.memories.conftest import at_similarity, member, remember, unit, upsert
 
@@ -115,9 +115,10 @@ def test_a_vector_of_the_wrong_dimension_is_refused(
     user = member(scripted_instance)
     llm_script.reply(embedding=[[1.0, 0.0, 0.0]])
 
-    with pytest.raises(llm.LLMError, match="not 4-dimensional"):
+    with pytest.raises(VectorError, match="has 3 dimensions; this instance stores 4") as answered:
         remember(scripted_instance, user, "Has a cat")
 
+    assert answered.value.code == "dimension_mismatch"
     assert not Memory.objects.exists()
     with pytest.raises(VectorError, match="has 3 dimensions; this instance stores 4") as refused:
         vector_check([1.0, 0.0, 0.0], dims=4)

@@ -111,6 +111,18 @@ def test_an_embedding_failure_is_reported_to_the_model(
     user = member(scripted_instance)
     llm_script.reply(error=503)
 
+    llm_script.reply(embedding=[[1.0, 0.0, 0.0]])
+    llm_script.reply(embedding=[[1.0, 0.0, 0.0]])
+
     saved = _run("memory_save", {"content": "Likes tea"}, scripted_instance, user)
+    short = _run("memory_save", {"content": "Likes tea"}, scripted_instance, user)
+    searched = _run("memory_search", {"query": "tea"}, scripted_instance, user)
 
     assert saved == {"success": False, "error": "the embedding model is unavailable"}
+    wrong = "the embedding has 3 dimensions; this instance stores 4"
+    unusable = {
+        "success": False,
+        "error": f"the embedding model answered an unusable vector: {wrong}",
+    }
+    assert short == unusable
+    assert searched == unusable

@@ -179,8 +179,53 @@ def test_mate_category_and_memory_categories() -> None:
     assert pre.memory_categories("Can you recommend a film for my wife?") == (
         "preference",
         "relationship",
+        "general",
     )
     assert pre.memory_categories("What is 2+2?") == ()
+
+
+# One message per product language and category; ``general`` comes with every other.
+MEMORY_MESSAGES = [
+    ("Can you suggest a film for tonight?", "preference"),
+    ("Kannst du mir ein Buch empfehlen?", "preference"),
+    ("Qu'est-ce que tu me recommandes pour le dîner ?", "preference"),
+    ("¿Qué me recomiendas para cenar?", "preference"),
+    ("Cosa mi consigli per cena?", "preference"),
+    ("O que você me recomenda para o jantar?", "preference"),
+    ("Kun je een restaurant aanraden?", "preference"),
+    ("おすすめの飲み物は何ですか？", "preference"),  # noqa: RUF001
+    ("你能推荐一本书吗？", "preference"),  # noqa: RUF001
+    ("Что ты мне посоветуешь на ужин?", "preference"),
+    ("Wo wohne ich noch mal? Ich wohne doch in Köln.", "fact"),
+    ("J'habite à Lyon, que faire ce week-end ?", "fact"),
+    ("Gestern war mein Geburtstag.", "event"),
+    ("昨日は誕生日でした。", "event"),
+    ("Was soll ich meiner Frau schenken? Meine Frau mag Blumen.", "relationship"),
+    ("我的妻子喜欢什么？", "relationship"),  # noqa: RUF001
+    ("Мой брат приезжает завтра.", "relationship"),
+    ("Soll ich das rote oder das blaue nehmen?", "decision"),
+    ("Devo scegliere? Dovrei prendere il treno?", "decision"),
+    ("Weißt du noch, wie mein Hund heißt?", "general"),
+    ("私の猫の名前を覚えていますか？", "general"),  # noqa: RUF001
+    ("Что ты помнишь обо мне?", "general"),  # noqa: RUF001
+    ("Tu te souviens de ce que je t'ai dit ?", "general"),
+]
+
+
+@pytest.mark.parametrize(("text", "category"), MEMORY_MESSAGES)
+def test_memory_categories_are_found_in_every_product_language(text: str, category: str) -> None:
+    found = pre.memory_categories(text)
+
+    assert category in found
+    assert "general" in found
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Wie wird das Wetter morgen?", "明日の天気はどうですか？", "Explique-moi la photosynthèse."],  # noqa: RUF001
+)
+def test_a_message_about_nothing_personal_wants_no_memory(text: str) -> None:
+    assert pre.memory_categories(text) == ()
 
 
 def test_heuristic_safety_scores() -> None:
