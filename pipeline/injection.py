@@ -4,11 +4,15 @@
 :func:`injection_score` rates 0-10 how much a text (a tool's output: a web page, an
 email, a calendar entry, a file) carries instructions aimed at the model rather than data
 for it. The text is first read as a model would read it (:func:`revealed_text`): ASCII
-smuggled in Unicode tag characters decoded, zero-width characters between letters
-removed, compatibility forms folded (NFKC: "Ⅰgnore" → "Ignore") and Cyrillic or Greek
-look-alikes inside Latin words read as Latin. Legitimate uses are not touched: a flag
-emoji's tag sequence (🏴 + tag letters + cancel tag), ZWJ emoji sequences, ZWNJ in
-Persian or Indic words.
+smuggled in Unicode tag characters decoded, bytes smuggled in runs of variation selectors
+decoded, text under a right-to-left override read in display order, invisible characters
+(zero-width characters, bidi controls, variation selectors, Hangul fillers, other
+format characters) removed, compatibility forms folded (NFKC: "Ⅰgnore" → "Ignore") and
+Cyrillic or Greek look-alikes inside Latin words read as Latin. Legitimate uses are not
+touched: a well-formed subdivision flag (🏴 + a region and a suffix in tag letters or
+digits + CANCEL TAG; its letters are still scored, so a string of flags cannot spell
+words), ZWJ emoji sequences, ZWNJ in Persian or Indic words, the emoji presentation
+selector after an emoji and an ideographic variation selector after a CJK ideograph.
 
 The score is the sum of the weights of the signals (:data:`SIGNALS`) found, at most
 10: an override of earlier instructions (8), a request for the system prompt (7.5 with
@@ -32,9 +36,23 @@ from dataclasses import dataclass
 
 TAG_FIRST, TAG_LAST = 0xE0000, 0xE007F
 _CANCEL_TAG = 0xE007F
-_BLACK_FLAG = 0x1F3F4  # a subdivision flag's base: 🏴 + tag letters + cancel tag
+# A subdivision flag (UTS #51 emoji tag sequence, CLDR subdivision id): 🏴, a region
+# (two tag letters or three tag digits), a suffix of one to four tag letters or digits,
+# then CANCEL TAG ("gbsct", "gbeng", "usca"). Any other run of tag characters smuggles text.
+_FLAG_RE = re.compile(
+    "\U0001f3f4((?:[\U000e0061-\U000e007a]{2}|[\U000e0030-\U000e0039]{3})"
+    "[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,4})\U000e007f"
+)
 # Zero-width and other invisible characters that split a word without showing.
 _ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u180e")
+# Letters and marks drawn as nothing: the combining grapheme joiner, Hangul fillers and
+# Khmer inherent vowels (Unicode's Default_Ignorable_Code_Point set outside category Cf).
+_BLANKS = frozenset("\u034f\u115f\u1160\u3164\uffa0\u17b4\u17b5")
+_ZWJ_ZWNJ = "\u200c\u200d"
+_RLO, _PDF = "\u202e", "\u202c"
+# Characters that may carry an emoji presentation selector (U+FE0F) besides symbols
+# (categories So and Sm) and the emoji planes: keycap bases and the punctuation emoji.
+_EMOJI_BASES = frozenset("#*0123456789\u203c\u2049\u3030\u303d")
 # Cyrillic and Greek letters drawn like Latin ones (Unicode confusables, the common
 # lower- and upper-case subset), read as Latin inside a word that also has Latin letters.
 _LOOK_ALIKES = str.maketrans(
@@ -45,50 +63,129 @@ _WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
 def _tag_payload(text: str) -> tuple[str, str]:
-    """``(text without tag characters, the ASCII they smuggled)``; a flag emoji's tag
-    sequence is neither removed nor counted as payload."""
+    """``(text without tag characters but its subdivision flags, the text they carry)``.
+
+    The payload is the ASCII of tag characters outside a well-formed flag (:data:`_FLAG_RE`),
+    then, one word per flag, the letters of the flags themselves: a run of flag-shaped
+    sequences can spell words ("🏴forget🏴 🏴your🏴 🏴rules🏴") and is scored like any text.
+    """
+    if not any(TAG_FIRST <= ord(ch) <= TAG_LAST for ch in text):
+        return text, ""
     kept: list[str] = []
-    payload: list[str] = []
-    in_flag = False
-    for ch in text:
-        point = ord(ch)
-        if point == _BLACK_FLAG:
-            in_flag = True
-            kept.append(ch)
-            continue
-        if TAG_FIRST <= point <= TAG_LAST:
-            if in_flag:
+    smuggled: list[str] = []
+    flags: list[str] = []
+    position = 0
+    for match in (*_FLAG_RE.finditer(text), None):
+        stop = match.start() if match else len(text)
+        for ch in text[position:stop]:
+            point = ord(ch)
+            if not TAG_FIRST <= point <= TAG_LAST:
                 kept.append(ch)
-                in_flag = point != _CANCEL_TAG
             elif 0xE0020 <= point <= 0xE007E:
-                payload.append(chr(point - TAG_FIRST))
-            continue
-        in_flag = False
-        kept.append(ch)
-    return "".join(kept), "".join(payload)
+                smuggled.append(chr(point - TAG_FIRST))
+        if match:
+            kept.append(match.group(0))
+            flags.append("".join(chr(ord(ch) - TAG_FIRST) for ch in match.group(1)))
+            position = match.end()
+    return "".join(kept), " ".join(filter(None, ("".join(smuggled), *flags)))
+
+
+def _is_selector(ch: str) -> bool:
+    point = ord(ch)
+    return 0xFE00 <= point <= 0xFE0F or 0xE0100 <= point <= 0xE01EF
+
+
+def _is_han(ch: str) -> bool:
+    point = ord(ch)
+    return 0x3400 <= point <= 0x9FFF or 0xF900 <= point <= 0xFAFF or 0x20000 <= point <= 0x3134F
+
+
+def _is_emoji_base(ch: str) -> bool:
+    return ord(ch) >= 0x1F000 or ch in _EMOJI_BASES or unicodedata.category(ch) in ("So", "Sm")
+
+
+def _legit_selector(text: str, index: int) -> bool:
+    """Whether the variation selector at ``index`` is one alone after a base that uses
+    it: U+FE0E/U+FE0F (text/emoji presentation) after an emoji or symbol, U+FE00-U+FE0D
+    after a symbol or CJK ideograph (standardized variants), an ideographic variation
+    selector (U+E0100-U+E01EF) after a CJK ideograph. A run of selectors encodes bytes."""
+    before = text[index - 1] if index > 0 else ""
+    after = text[index + 1 : index + 2]
+    if not before or _is_selector(before) or (after and _is_selector(after)):
+        return False
+    point = ord(text[index])
+    if point >= 0xE0100:
+        return _is_han(before)
+    if point >= 0xFE0E:
+        return _is_emoji_base(before)
+    return _is_han(before) or unicodedata.category(before) in ("So", "Sm")
+
+
+def _selector_payload(text: str) -> str:
+    """Text smuggled in runs of variation selectors (one byte each: VS1-VS16 are 0-15,
+    VS17-VS256 16-255), decoded as UTF-8; empty when there is none."""
+    decoded: list[str] = []
+    for run in re.findall("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2,}", text):
+        data = bytes(
+            ord(ch) - 0xFE00 if ord(ch) <= 0xFE0F else ord(ch) - 0xE0100 + 16 for ch in run
+        )
+        words = data.decode("utf-8", errors="ignore")
+        if any(ch.isalpha() for ch in words):
+            decoded.append(words)
+    return " ".join(decoded)
+
+
+def _overridden_text(text: str) -> str:
+    """The text between RIGHT-TO-LEFT OVERRIDE and its end, reversed: as it is displayed."""
+    spans = re.findall(f"{_RLO}([^{_PDF}\\n]*)", text)
+    return " ".join(span[::-1] for span in spans if span.strip())
+
+
+def _is_invisible(ch: str) -> bool:
+    return (
+        ch in _ZERO_WIDTH
+        or ch in _BLANKS
+        or _is_selector(ch)
+        or (unicodedata.category(ch) == "Cf" and not TAG_FIRST <= ord(ch) <= TAG_LAST)
+    )
 
 
 def _joins_letters(text: str, index: int) -> bool:
-    """Whether the zero-width character at ``index`` sits inside a word of a script that
+    """Whether the invisible character at ``index`` sits inside a word of a script that
     does not use joiners (Latin, Greek, Cyrillic, Armenian: below U+0590)."""
-    before = text[index - 1] if index > 0 else ""
-    after = next((ch for ch in text[index + 1 :] if ch not in _ZERO_WIDTH), "")
+    before = next((ch for ch in reversed(text[:index]) if not _is_invisible(ch)), "")
+    after = next((ch for ch in text[index + 1 :] if not _is_invisible(ch)), "")
     return before.isalpha() and ord(before) < 0x0590 and after.isalpha() and ord(after) < 0x0590
 
 
-def _without_splitters(text: str) -> tuple[str, bool]:
-    """``text`` without zero-width characters inside Latin-like words, and whether any
-    was removed (a word split so a filter misses it)."""
-    if not any(ch in _ZERO_WIDTH for ch in text):
+def _kept_invisible(text: str, index: int, *, scoring: bool) -> bool:
+    """Whether the invisible character at ``index`` stays: ZWJ/ZWNJ outside Latin-like
+    words (emoji sequences, Persian, Indic), a legitimate variation selector, and, in
+    displayed text (not ``scoring``), blanks outside Latin-like words; never a format
+    character (Cf: bidi controls, zero-width space, ...) nor a selector run."""
+    ch = text[index]
+    if ch in _ZWJ_ZWNJ:
+        return not _joins_letters(text, index)
+    if _is_selector(ch):
+        return _legit_selector(text, index)
+    if ch in _BLANKS:
+        return not scoring and not _joins_letters(text, index)
+    return False
+
+
+def _without_invisible(text: str, *, scoring: bool) -> tuple[str, bool]:
+    """``text`` without the invisible characters :func:`_kept_invisible` drops, and
+    whether any was dropped."""
+    if text.isascii():
         return text, False
     out: list[str] = []
-    split = False
+    dropped = False
     for index, ch in enumerate(text):
-        if ch in _ZERO_WIDTH and (ch not in "\u200c\u200d" or _joins_letters(text, index)):
-            split = split or (ch == "\u200b" or _joins_letters(text, index))
+        if _is_invisible(ch) and not _kept_invisible(text, index, scoring=scoring):
+            dropped = True
             continue
         out.append(ch)
-    return "".join(out), split
+    return "".join(out), dropped
 
 
 def _latin_look_alikes(text: str) -> str:
@@ -103,7 +200,8 @@ def _latin_look_alikes(text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Revealed:
     """A text as a model reads it (``text``) and whether invisible characters hid
-    letters in it (``hidden``: tag-character payload or zero-width-split words)."""
+    letters in it (``hidden``: a tag-character or variation-selector payload, overridden
+    bidi text, or invisible characters removed)."""
 
     text: str
     hidden: bool
@@ -112,12 +210,14 @@ class Revealed:
 def revealed_text(text: str) -> Revealed:
     """``text`` with hidden letters made visible (see the module docstring)."""
     visible, payload = _tag_payload(text)
-    joined, split = _without_splitters(visible)
+    hidden_parts = [payload, _selector_payload(visible), _overridden_text(visible)]
+    joined, dropped = _without_invisible(visible, scoring=True)
     folded = unicodedata.normalize("NFKC", joined)
     folded = _latin_look_alikes(folded)
-    if payload:
-        folded = f"{folded}\n{payload}"
-    return Revealed(text=folded, hidden=bool(payload) or split)
+    extra = "\n".join(part for part in hidden_parts if part)
+    if extra:
+        folded = f"{folded}\n{_latin_look_alikes(unicodedata.normalize('NFKC', extra))}"
+    return Revealed(text=folded, hidden=bool(extra) or dropped)
 
 
 # --- signals -------------------------------------------------------------------------------
@@ -283,18 +383,14 @@ def redact_phrases(text: str, replacement: str) -> str:
 
 
 def strip_invisible(text: str) -> str:
-    """``text`` without invisible format characters (Unicode category Cf), keeping the
-    legitimate ones: ZWJ and ZWNJ where they join emoji or letters of scripts that use
-    them (Persian, Indic, …), and a flag emoji's tag sequence. Tag characters smuggling
-    ASCII and joiners inside Latin, Greek or Cyrillic words are removed."""
+    """``text`` without invisible characters, keeping the legitimate ones: ZWJ and ZWNJ
+    where they join emoji or letters of scripts that use them (Persian, Indic, …), a
+    variation selector alone after a base that uses it (U+FE0F after an emoji, an
+    ideographic variant after a CJK ideograph) and a well-formed subdivision flag's tag
+    sequence. Removed: other format characters (Unicode category Cf: zero-width space,
+    bidi controls, tag characters smuggling ASCII, …), runs of variation selectors, and
+    joiners or blank letters (Hangul fillers, …) inside Latin, Greek or Cyrillic words."""
     if text.isascii():
         return text
     visible, _ = _tag_payload(text)
-    out: list[str] = []
-    for index, ch in enumerate(visible):
-        if ch in "\u200c\u200d":
-            if not _joins_letters(visible, index):
-                out.append(ch)
-        elif TAG_FIRST <= ord(ch) <= TAG_LAST or unicodedata.category(ch) != "Cf":
-            out.append(ch)
-    return "".join(out)
+    return _without_invisible(visible, scoring=False)[0]
