@@ -15,13 +15,19 @@ words), ZWJ emoji sequences, ZWNJ in Persian or Indic words, the emoji presentat
 selector after an emoji and an ideographic variation selector after a CJK ideograph.
 
 The score is the sum of the weights of the signals (:data:`SIGNALS`) found, at most
-10: an override of earlier instructions (8), a request for the system prompt (7.5 with
-a verb, 3.5 the noun alone), a role take-over (5.5), fake chat markup (5), words
-addressed to the assistant (4), telling the model to ignore the user (4), a harmful
-action (exfiltrate, delete, ask for a password: 3.5), concealment (3), hidden text (3
-when a signal shows only once invisible characters are decoded), "tell the user …" (2.5), "new instructions"
-(2.5). So one strong signal, or an address to the assistant with an action or
-concealment, reaches :data:`pipeline.tool_output.INJECTION_BLOCK` (7); weak signals
+10: an override of the reader's own, earlier or all instructions (8; an override verb
+on rules nobody's in particular, "Forget the old rules: new tax brackets…", 3), a
+request for the system prompt (7.5 with a verb, 3.5 the noun alone), a role take-over
+or "from now on, answer …" (5.5), fake chat markup (5), words for the summariser ("when
+summarising this page", 4.5), words addressed to the assistant ("Dear AI,", "An die KI,
+die das liest", 4), telling the model to ignore the user (4), a harmful action
+(exfiltrate, delete, ask for a password: 3.5), concealment (3), hidden text (3 when a
+signal shows only once invisible characters are decoded), "tell the user …" / "state
+that …" (2.5), "new instructions" (2.5). Verbs are matched by stem and also in the text
+with the accents of Latin letters removed, so inflections and accent-free spellings
+count ("olvídate", "olvidate").
+
+So one strong signal, or an address to the assistant with an action or concealment, reaches :data:`pipeline.tool_output.INJECTION_BLOCK` (7); weak signals
 alone stay below :data:`pipeline.tool_output.INJECTION_REDACT` (5). Phrases cover
 English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian,
 Ukrainian, Turkish, Japanese, Chinese and Korean; weights were set on the development
@@ -223,21 +229,43 @@ def revealed_text(text: str) -> Revealed:
 # --- signals -------------------------------------------------------------------------------
 
 _SENTENCE = r"[^.!?。！？\n]"
+# Verbs by stem, so inflections and accent-free spellings match ("olvídate", "olvidar",
+# "ignorez", "vergesst"); signals are also searched in the text with the accents of Latin
+# letters removed (:func:`_accents_folded`).
 _OVERRIDE_VERBS = (
-    r"ignore|ignoring|disregard|forget|override|bypass|skip|ignoriere|ignorier|ignorieren"
-    r"|vergiss|vergessen sie|missachte|ignorez|oublie|oubliez|ne tiens pas compte"
-    r"|ne tenez pas compte|ignora|ignorar|olvida|olvide|olvidar|descarta|haz caso omiso"
-    r"|dimentica|dimenticare|trascura|esqueça|esqueca|desconsidere|negeer|vergeet"
-    r"|zignoruj|ignoruj|zapomnij|игнорируй|проигнорируй|забудь|не обращай внимания"
-    r"|ігноруй"
+    r"ignor(?!an)\w*|disregard\w*|forget\w*|forgot\w*|overrid\w*|overrode|bypass\w*|skip"
+    r"|discard|abandon|set aside|throw out|(stop|quit) following|no longer (follow|obey)"
+    r"|pay no attention to|vergiss|vergesst|vergessen\w*|missacht\w*|verwirf|verwerfen"
+    r"|oubli\w*|ne (tiens|tenez) (pas|plus) compte|fai(s|tes) abstraction|olvid\w*"
+    r"|descart\w*|haz caso omiso|no hagas caso|omite|omitir|dimentic\w*|trascur\w*"
+    r"|non tenere conto|esquec\w*|esqueca|desconsider\w*|negeer\w*|vergeet|vergeten"
+    r"|z?ignoruj\w*|zapomni\w*|pomin|(про)?игнорир\w*|забуд\w*|забыть|не обращай\w* внимания"
+    r"|отбрось\w*|(про)?ігнор\w*|забудь\w*"
 )
 _INSTRUCTION_NOUNS = (
-    r"instructions?|rules|guidelines|prompts?|directions|directives|programming|the above"
-    r"|everything above|anweisungen|anweisung|regeln|vorgaben|instruktionen|befehle"
-    r"|consignes|règles|directives|instrucciones|reglas|indicaciones|lo anterior"
-    r"|istruzioni|regole|indicazioni|instruções|instrucoes|regras|diretrizes|instructies"
-    r"|regels|opdrachten|instrukcje|polecenia|zasady|инструкци\w*|указани\w*|правил\w*"
-    r"|промпт\w*"
+    r"instructions?|rules|guidelines|prompts?|directions|directives|programming|restrictions"
+    r"|constraints|guardrails|system message|the above|everything above|anweisungen|anweisung"
+    r"|regeln|vorgaben|instruktionen|befehle|einschränkungen|consignes|regles|directives"
+    r"|restrictions|instrucciones|reglas|indicaciones|restricciones|lo anterior|istruzioni"
+    r"|regole|indicazioni|restrizioni|instrucoes|regras|diretrizes|restricoes|instructies"
+    r"|regels|opdrachten|beperkingen|instrukcje|instrukcji|polecenia|zasady|ograniczenia"
+    r"|инструкци\w*|указани\w*|правил\w*|промпт\w*|ограничени\w*|інструкці\w*"
+)
+# What makes an override aimed at the model rather than news about rules: the rules are
+# the reader's own ("your", "tus", "свои"), earlier ones ("previous", "bisherigen",
+# "anteriores") or all of them; "Forget the old rules: new tax brackets…" has none.
+_OVERRIDE_QUALIFIERS = (
+    r"your|yours|all|any|every|previous|prior|above|earlier|preceding|original|initial"
+    r"|system|existing|dein\w*|euer|eure\w*|ihre|alle\w*|vorherig\w*|bisherig\w*|obig\w*"
+    r"|vorangegangen\w*|tes|tous|toutes|vos|votre|précédent\w*|precedent\w*|antérieur\w*"
+    r"|anterieur\w*|ci-dessus|tus|tu|sus|vuestr\w*|todas|todos|anterior\w*|previas|tue|tuoi"
+    r"|vostr\w*|tutte|tutti"
+    r"|sopra|suas|seus|teus|tuas|je|jouw|uw|vorige|eerdere|twoje|swoje|wszystkie|poprzedni\w*"
+    r"|свои|твои|ваши|все|всі|предыдущ\w*|прежн\w*|попередн\w*|свої|твої"
+)
+_OVERRIDE_AFTER = (
+    r"above|before|earlier|you (were|have been) given|you received|oben|précédentes"
+    r"|precedentes|ci-dessus|anteriores|precedenti|sopra|eerdere|powyżej|выше|раньше"
 )
 _CJK_OVERRIDE = r"(忽略|无视|忘记|忘掉|不要理会)[^。！？\n]{0,20}(指令|指示|规则|提示|设定)"
 _SOV_NOUNS = r"指示|ルール|命令|プロンプト|設定|지시|규칙|명령|talimat\w*|kural\w*"
@@ -264,8 +292,77 @@ _MARKUP = (
     r"|(?-i:\bSYSTEM\s*:)|<!--[^>]{0,80}\b(assistant|ai|model|llm)\b"
 )
 _AI = (
-    r"ai|a\.i\.|assistant|assistants|language models?|llm|chatbot|model|ki|ki-assistent\w*"
-    r"|sprachmodell|ia|l'ia|asistente|assistente|modelo|modello|ии|ші|модель|ассистент"
+    r"ai|a\.i\.|assistant|assistants|language models?|llm|llms|chatbot|chat ?gpt|gpt|bot|model"
+    r"|ai agents?|automated (reader|agent|system|assistant)|summari[sz]er|ki|ki-\w+"
+    r"|sprachmodell|künstliche intelligenz|assistent|ia|l'ia|modèle|modele|intelligence"
+    r" artificielle|asistente|modelo|inteligencia artificial|assistente|modello"
+    r"|intelligenza artificiale|inteligência artificial|inteligencia artificial"
+    r"|kunstmatige intelligentie|sztuczna inteligencja|ии|ші|модель|ассистент|нейросеть"
+    r"|искусственный интеллект|помощник"
+)
+# A greeting or dedication opening words meant for the model ("Dear AI", "An die KI",
+# "À l'IA qui lit ceci"), in the languages of the signals.
+_GREETING = (
+    r"dear|hey|hi|hello|attention|achtung|liebe|lieber|hallo|hallo liebe|chère|cher|chers"
+    r"|bonjour|salut|querida|querido|hola|estimada|estimado|cara|caro|ciao|gentile"
+    r"|prezada|prezado|olá|oi|beste|hoi|drogi|droga|witaj|дорогой|дорогая|привет|уважаемый"
+    r"|уважаемая"
+)
+_DEDICATION = r"to|for|an|für|à|a|pour|para|per|alla|all'|aan|voor|do|dla|для|к"
+_ARTICLE = (
+    r"the|any|every|all|den|die|das|dem|jede[nrms]?|alle|l'|le|la|les|tout|toute|el|los|las"
+    r"|cualquier|il|lo|gli|ogni|o|os|as|qualquer|de|het|elke|każd\w*|любо\w*"
+)
+_RELATIVE = r"that|which|who|die|der|qui|que|che|które|który|która|который|которая|которые|котрий"
+_READS = (
+    r"read|reads|reading|liest|lesen|lit|lisez|lisent|lee|lea|leen|lean|leyendo|legge"
+    r"|leggono|leggendo|lê|leia|leem|lendo|leest|lezen|czyta\w*|чита\w*|summari[sz]\w*"
+    r"|zusammenfass\w*|résum\w*|resum\w*|riassum\w*|samenvat\w*|process(es|ing)?"
+    r"|verarbeite\w*|traite\w*|procesa\w*|elabora\w*|processa\w*|обрабатыва\w*"
+)
+_THIS = (
+    r"this|these|dies|diese[nrms]?|das|ceci|cela|ce|cette|esto|este|esta|questo|questa|isto"
+    r"|dit|deze|to|ten|tę|это|этот|эту|эти|це|цей|цю"
+)
+# Words a model meets when asked to summarise or answer about the text.
+_SUMMARY_ADDRESS = (
+    r"\b(when|while|if|whenever|before)\s+(you('re| are)?|asked to)\s+(summari[sz]\w*|describ\w*"
+    r"|writ\w+ (a |the |your )?(summary|overview|answer|response|review))\b"
+    r"|\b(when|while|if|whenever|before)\s+(summari[sz]ing|describing|asked about)\s+(this|these|it"
+    r"|the (above|following|page|text|article|document|site|website|e-?mail|message|content"
+    r"|product|reviews?|results?))\b"
+    r"|\bin (your|any) (summary|overview|answer|response|reply)\b"
+    r"|\b(wenn|falls|sobald) (du|sie)\b[^.!?\n]{0,30}\bzusammen ?fass\w*|\bbeim zusammenfassen\b"
+    r"|\bin (deiner|ihrer|jeder) zusammenfassung\b|\ben résumant\b"
+    r"|\b(lorsque|quand|si) (tu résumes|vous résumez)\b|\bdans (ton|votre|tout) résumé\b"
+    r"|\b(al resumir|cuando resumas|si resumes|en (tu|su|cualquier) resumen)\b"
+    r"|\b(nel riassumere|quando riassumi|se riassumi|nel (tuo|suo) riassunto)\b"
+    r"|\b(ao resumir|quando resumir|se resumir|no seu resumo|em (seu|qualquer) resumo)\b"
+    r"|\b(bij het samenvatten|als je \w+( \w+)? samenvat|in je samenvatting)\b"
+    r"|\b(podczas streszczania|streszczając|w (twoim|swoim) streszczeniu)\b"
+    r"|при пересказе|пересказывая|резюмируя|когда будешь (пересказывать|резюмировать)"
+    r"|в (своём|своем|твоём|твоем) (пересказе|резюме)|要約(する|の)?(際|時|とき)|要約では"
+    r"|总结时|在总结中|摘要时|概括时|요약할 때"
+)
+# "From now on" with a second-person order: a new role or behaviour for the reader.
+_FROM_NOW_ON = (
+    r"\b(from now on|henceforth|starting now|from this point on)\b,?\s+(\w+\s+){0,2}?"
+    r"(answer|respond|reply|write|speak|talk|act|behave|pretend|only|always)\b"
+    r"|\b(ab jetzt|von nun an|ab sofort)\b,?\s+(\w+\s+){0,2}?"
+    r"(antworte|schreibe|schreib|sprich|verhalte|gib|sei|bist du|du)\b"
+    r"|(^|\W)(à partir de maintenant|désormais|dorénavant|dès maintenant)\b,?\s+(\w+\s+){0,2}?"
+    r"(réponds|répondez|écris|écrivez|parle|parlez|agis|agissez|tu)\b"
+    r"|\b(a partir de ahora|de ahora en adelante|desde ahora)\b,?\s+(\w+\s+){0,2}?"
+    r"(responde|contesta|escribe|habla|actúa|eres|debes|tú)\b"
+    r"|\b(d'ora in poi|da ora in poi|da adesso in poi|d'ora in avanti)\b,?\s+(\w+\s+){0,2}?"
+    r"(rispondi|scrivi|parla|agisci|sei|devi|tu)\b"
+    r"|\b(a partir de agora|de agora em diante|daqui em diante)\b,?\s+(\w+\s+){0,2}?"
+    r"(responda|responde|escreva|escreve|fale|fala|aja|você|tu)\b"
+    r"|\b(vanaf nu|voortaan|van nu af aan)\b,?\s+(\w+\s+){0,2}?"
+    r"(antwoord|schrijf|spreek|gedraag|je|jij|ben je)\b"
+    r"|\b(od teraz|od tej pory|od tej chwili)\b,?\s+(\w+\s+){0,2}?"
+    r"(odpowiadaj|odpowiedz|pisz|mów|jesteś|zachowuj)\b"
+    r"|(отныне|с этого момента|с этой минуты)\b,?\s+(\w+\s+){0,2}?(отвечай|пиши|говори|веди|ты)\b"
 )
 _ADDRESS = (
     rf"\b(note|message|instructions?|attention|notice|reminder|hinweis|nachricht|anweisung"
@@ -279,15 +376,26 @@ _ADDRESS = (
     rf"|\bkomm?entar für die ki\b|aiアシスタントへ|ai助手|aiは|ai 모델|ии\b"
     rf"|\b(as|als|como|come|comme) (an? )?({_AI}|asistente de ia|assistente ia)\b[^.]{{0,20}}"
     rf"\b(you must|debes|musst|dois|devi)\b"
+    # "Dear AI," "Chère IA :" "Hallo liebe KI!"
+    rf"|\b({_GREETING})\s+({_ARTICLE}\s+)?({_AI})( (model|assistant|system|agent))?\s*[,:!]"
+    # "An die KI, …" "To the AI reading this" "À l'IA qui lit ceci" at a sentence's start.
+    rf"|(^|[.!?:;(\[\-–—]\s*|\bp\.?s\.?\s*)({_DEDICATION})\s+({_ARTICLE}\s*)?({_AI})\b"
+    rf"(\s*[,:]|\s+({_RELATIVE}|reading|processing)\b)"
+    # "any AI that reads this", "KI, die das liest", "ИИ, который это читает"
+    rf"|\b({_AI})s?\b,?\s+({_RELATIVE}\s+)?{_SENTENCE}{{0,30}}?"
+    rf"\b(({_READS})\b{_SENTENCE}{{0,12}}?\b({_THIS})|({_THIS})\b{_SENTENCE}{{0,12}}?\b({_READS}))\b"
 )
 _IGNORE_USER = (
     r"\bignore the user\b|\bignore (the user's|their) (question|request)\b"
     r"|\bignoriere die frage\b|\bignora la (domanda|pregunta)\b|\bignore la question\b"
     r"|проигнорируй запрос|игнорируй вопрос|ユーザーの質問を無視|无视用户的问题|忽略用户的问题"
+    r"|\b(ignore|disregard|forget)\b[^.!?\n]{0,20}\bwhat the user (asked|said|wants|wrote|typed)\b"
+    r"|\b(ignore|disregard|forget)\b[^.!?\n]{0,20}\b(the user's|their) (question|request|message|prompt)\b"
 )
 _ACTION = (
     rf"\b(forward|send|email|upload|transfer|exfiltrate|leak|copy)\b{_SENTENCE}{{0,40}}\b(emails?|messages?"
-    r"|files?|contacts?|data|conversation|history|passwords?|api keys?|credentials|this file)\b"
+    r"|files?|contacts?|data|conversation|history|passwords?|api keys?|credentials|this file"
+    r"|invoices?|documents?|attachments?|receipts?|statements?|photos?)\b"
     rf"|\b(delete|cancel|remove|erase)\b{_SENTENCE}{{0,30}}\b(appointments?|events?|emails?|files?|contacts?"
     rf"|account)\b|\b(ask|request)\b{_SENTENCE}{{0,30}}\b(password|card number|bank|credentials|pin)\b"
     rf"|\b(output|give|print)\b{_SENTENCE}{{0,30}}\bapi keys?\b|\badd {_SENTENCE}{{0,30}}\bto the user's contacts\b"
@@ -297,6 +405,20 @@ _ACTION = (
     rf"|\binoltra\b{_SENTENCE}{{0,40}}\b(email|mail|file)\b|\bdados bancários\b|\bshare {_SENTENCE}{{0,20}}password\b"
     rf"|\bперешли\b|\bотправь\b{_SENTENCE}{{0,40}}\b(файл|письма|данные)\b|\bsifresini iste|şifresini iste"
     rf"|\bwachtwoord\b{_SENTENCE}{{0,20}}\bdelen\b|\bklik\b|click this link|リンクをクリック"
+    # Deleting or cancelling the user's things, and forwarding them, in more languages.
+    rf"|\b(lösch\w*|entfern\w*|stornier\w*|sag\w* ab)\b{_SENTENCE}{{0,30}}"
+    r"\b(termin\w*|e-mails?|mails?|dateien|datei|kontakte|ereignisse|konto)\b"
+    rf"|\b(supprim\w*|effac\w*|annul\w*)\b{_SENTENCE}{{0,30}}"
+    r"\b(rendez-vous|événements?|e-mails?|courriels?|fichiers?|contacts?|compte)\b"
+    rf"|\b(borr\w*|elimin\w*|cancel\w*|suprim\w*|apag\w*|exclu\w*|rimuov\w*)\b{_SENTENCE}{{0,30}}"
+    r"\b(citas?|eventos?|correos?|archivos?|contactos?|cuenta|appuntament\w*|eventi|contatt\w*"
+    r"|compromissos?|arquivos?|contatos?|conta)\b"
+    rf"|\b(verwijder\w*|annuleer\w*)\b{_SENTENCE}{{0,30}}\b(afspraken|afspraak|e-mails?|bestanden|contacten)\b"
+    rf"|\b(usuń|usun\w*|skasuj\w*|anuluj\w*)\b{_SENTENCE}{{0,30}}\b(spotkania|wydarzenia|e-?maile|pliki|kontakty)\b"
+    rf"|\b(удали\w*|отмени\w*|сотри\w*)\b{_SENTENCE}{{0,30}}\b(встреч\w*|событи\w*|письм\w*|файл\w*|контакт\w*)"
+    rf"|\b(transf[eè]re\w*|réexpédi\w*|reenv[ií]\w*|encaminh\w*|doorsturen|stuur\w*|prześlij|weiterleit\w*)\b"
+    rf"{_SENTENCE}{{0,40}}\b(e-?mails?|courriels?|correos?|mensajes?|mensagens|nachrichten|fichiers?"
+    r"|archivos?|dateien|berichten|wiadomości)\b"
 )
 _CONCEAL = (
     r"\bdo not (mention|tell|reveal|inform)\b|\bdon'?t (mention|tell)\b|\bwithout (telling|asking|"
@@ -309,6 +431,13 @@ _TELL_USER = (
     r"|\bdi(le)? al usuario\b|\bpide al usuario\b|\bconsiglia solo\b|\bdiga ao usuário\b"
     r"|\bскажи пользователю\b|\bvertel de gebruiker\b|\bpoleć tylko\b|ユーザーに|告诉用户"
     r"|勧めて|を推荐|추천하세요|\bresponde solo\b|\binsist on it\b"
+    r"|\b(state|claim|mention|write|assert|stress|emphasi[sz]e) that\b"
+    r"|\b(sage|sag|behaupte|erwähne|schreibe|schreib|betone),? dass\b"
+    r"|\b(dis|dites|affirme|affirmez|indique|indiquez|mentionne|mentionnez|écris|écrivez"
+    r"|précise|précisez) que\b|\b(di|afirma|indica|menciona|escribe|asegura) que\b"
+    r"|\b(di'|dì|afferma|indica|menziona|scrivi) che\b|\b(diga|afirme|mencione|escreva|informe) que\b"
+    r"|\b(zeg|vermeld|schrijf|beweer) dat\b|\b(napisz|powiedz|stwierdź),? że\b"
+    r"|(скажи|укажи|напиши|сообщи|утверждай),? что"
 )
 _NEW_INSTRUCTIONS = (
     r"\bnew instructions?\b|\bneue anweisung(en)?\b|\bnouvelles? instructions?\b"
@@ -333,14 +462,26 @@ SIGNALS: tuple[Signal, ...] = (
     _signal(
         "override",
         8.0,
-        rf"\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?({_INSTRUCTION_NOUNS})"
+        rf"\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?\b({_OVERRIDE_QUALIFIERS})\b"
+        rf"{_SENTENCE}{{0,20}}?({_INSTRUCTION_NOUNS})"
+        rf"|\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?({_INSTRUCTION_NOUNS})\W{{0,3}}"
+        rf"\b({_OVERRIDE_AFTER})\b|\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,20}}?"
+        rf"\b(the above|everything above|lo anterior|all of the above)\b"
         rf"|({_SOV_NOUNS}){_SENTENCE}{{0,20}}({_SOV_VERBS})|{_CJK_OVERRIDE}",
+    ),
+    # The same verbs on rules nobody's in particular: weak alone, decisive with an address.
+    _signal(
+        "override_unaddressed",
+        3.0,
+        rf"\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?({_INSTRUCTION_NOUNS})",
     ),
     _signal("reveal", 7.5, rf"({_REVEAL_VERBS}){_SENTENCE}{{0,40}}({_SYSTEM_PROMPT})"),
     _signal("system_prompt", 3.5, _SYSTEM_PROMPT),
     _signal("role", 5.5, _ROLE),
+    _signal("from_now_on", 5.5, _FROM_NOW_ON),
     _signal("markup", 5.0, _MARKUP),
     _signal("address", 4.0, _ADDRESS),
+    _signal("summary_address", 4.5, _SUMMARY_ADDRESS),
     _signal("ignore_user", 4.0, _IGNORE_USER),
     _signal("action", 3.5, _ACTION),
     _signal("conceal", 3.0, _CONCEAL),
@@ -348,13 +489,32 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("new_instructions", 2.5, _NEW_INSTRUCTIONS),
 )
 # Of two signals, only the stronger counts: the noun alone is part of the reveal.
-_SUBSUMED = {"system_prompt": "reveal"}
+_SUBSUMED = {
+    "system_prompt": "reveal",
+    "override_unaddressed": "override",
+    "from_now_on": "role",
+}
 HIDDEN_WEIGHT = 3.0
 MAX_SCORE = 10.0
 
 
+def _accents_folded(text: str) -> str:
+    """``text`` with the diacritics of Latin letters removed ("olvídate" → "olvidate",
+    "instruções" → "instrucoes"); other scripts unchanged (a Cyrillic "й" or a Japanese
+    "ザ" keeps its mark)."""
+    out: list[str] = []
+    for ch in unicodedata.normalize("NFD", text):
+        if unicodedata.combining(ch) and out and out[-1] < "\u0250":
+            continue
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
 def _signals_in(text: str) -> list[str]:
-    found = [s.name for s in SIGNALS if s.pattern.search(text)]
+    texts = [text]
+    if not text.isascii():
+        texts.append(_accents_folded(text))
+    found = [s.name for s in SIGNALS if any(s.pattern.search(t) for t in texts)]
     return [name for name in found if _SUBSUMED.get(name) not in found]
 
 
