@@ -954,7 +954,8 @@ def heuristic_title(text: str, *, category: str = "general") -> ChatTitle:
     # Eight words need only the text's start (the whole text may be megabytes).
     unquoted = _QUOTE_LINE_RE.sub(" ", _FENCE_RE.sub(" ", text[:TITLE_SOURCE_CHARS]))
     words = instruction_text(plain_text(unquoted)).split()
-    title = " ".join(words[:8]).strip(" ?!.,:;-–—\"'")  # noqa: RUF001
+    # Opening and closing punctuation ("¿…?", «…») is no part of a title.
+    title = " ".join(words[:8]).strip(" ?!.,:;-–—\"'¿¡«»„“”「」")  # noqa: RUF001
     if len(words) > 8:
         title += "…"
     return ChatTitle(title=title[:80] or NEW_CHAT, icon="chat", category=category, tags=())
@@ -1003,12 +1004,12 @@ async def title_generate(
             chat_id=chat_id,
         )
     except llm.LLMError as exc:
-        return _title_fallback(text, chat_id, f"the title call failed: {exc}", started)
+        return title_fallback(text, chat_id, f"the title call failed: {exc}", started)
     data = result.data if isinstance(result.data, dict) else {}
     title = plain_text(str(data.get("title") or ""))[:80]
     problem = _title_problem(title)
     if problem:
-        return _title_fallback(text, chat_id, problem, started)
+        return title_fallback(text, chat_id, problem, started)
     raw_tags = data.get("tags")
     tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
     return ChatTitle(
@@ -1019,7 +1020,10 @@ async def title_generate(
     )
 
 
-def _title_fallback(text: str, chat_id: str, reason: str, started: float) -> ChatTitle:
+def title_fallback(text: str, chat_id: str, reason: str, started: float) -> ChatTitle:
+    """:func:`heuristic_title` of ``text``, logged as a warning with ``reason`` (why the
+    model's title is missing) and the milliseconds since ``started``
+    (``time.perf_counter()`` when the title call began)."""
     logger.warning(
         "chat %s: heuristic title (%s, after %.0f ms)",
         chat_id,
