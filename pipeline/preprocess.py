@@ -259,8 +259,9 @@ def detect_language(text: str, *, fallback: str) -> str:
     likely), close pairs settled by their own letters and words
     (:func:`pipeline.language.close_pair_language`), a guess from a shared script
     (Cyrillic, Arabic, Han, Devanagari), then ``fallback``. Only a supported language or
-    ``fallback`` comes out.
+    ``fallback`` comes out, and ``fallback`` only when supported (else ``"en"``).
     """
+    fallback = languages.supported_fallback(fallback)
     sample = instruction_text(text)
     known = _short_message_language(sample, fallback) or _script_language(
         sample, fallback, shared=False
@@ -1082,9 +1083,9 @@ def preprocess(
     if offer_all_tools_up_to is None:
         offer_all_tools_up_to = instance.tools_offer_all_up_to
     text = strip_invisible(content)
-    language = detect_language(
-        text, fallback=fallback_language or instance.default_language or "en"
-    )
+    # The chat's language, else the instance's, else English: the first the product offers.
+    fallback = languages.supported_fallback(fallback_language, instance.default_language)
+    language = detect_language(text, fallback=fallback)
     tier, reason = choose_tier(
         text, previous_assistant=previous_assistant, requested=requested_tier, role=role
     )

@@ -249,3 +249,29 @@ def test_preprocess_combines_the_decisions() -> None:
     assert decided.language == "de"
     assert (decided.tier, decided.model) == ("standard", "x/standard")
     assert decided.tools == ("calculator",)
+
+
+@pytest.mark.parametrize(
+    ("chat", "instance_default", "expected"),
+    [
+        ("lij", "de", "de"),  # a chat language the product does not offer: the instance's
+        (None, "xx", "en"),  # an instance default saved before validation: English
+        ("ext", "lij", "en"),
+        (None, "pt-BR", "pt-BR"),  # a supported one keeps its region
+    ],
+)
+def test_the_language_fallback_is_always_a_supported_language(
+    chat: str | None, instance_default: str, expected: str
+) -> None:
+    # "ok" carries no language: the fallback decides.
+    decided = pre.preprocess(
+        content="ok",
+        instance=Instance(default_language=instance_default),
+        candidates=(),
+        role="member",
+        previous_assistant="Hi.",
+        mate_categories=(),
+        fallback_language=chat,
+    )
+    assert decided.language == expected
+    assert pre.detect_language("ok", fallback="lij") == "en"
