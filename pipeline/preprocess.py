@@ -56,7 +56,38 @@ _FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
 _QUOTE_LINE_RE = re.compile(r"^\s*>.*$", re.MULTILINE)
 _QUOTED_RE = re.compile(r"\"[^\"]{3,}\"|“[^”]{3,}”|«[^»]{3,}»|„[^“]{3,}“|「[^」]{3,}」|'[^']{24,}'")
-_COLON_TAIL_RE = re.compile(r"^(?P<head>[^:\n]{8,}?):\s*(?P<tail>\S.*)$", re.DOTALL)
+_COLON_TAIL_RE = re.compile(r"^(?P<head>[^:\uff1a\n]+?)\s*[:\uff1a]\s*(?P<tail>\S.*)$", re.DOTALL)
+# Verbs that make a head of a word or three before a colon (or a full-width one) the
+# instruction and the rest its material ("Übersetze: I'm running late", "Traduis : …"),
+# by language.
+_INSTRUCTION_VERB_WORDS: dict[str, str] = {
+    "en": "translate summarize summarise rewrite rephrase paraphrase proofread correct explain",
+    "de": "übersetze übersetz übersetzen zusammenfassen korrigiere korrigieren erkläre "
+    "erklären umformulieren",
+    "fr": "traduis traduisez traduire résume résumez corrige corrigez reformule reformulez "
+    "explique expliquez",
+    "es": "traduce traducir traduzca resume resumir corrige corregir explica",
+    "it": "traduci tradurre traducimi riassumi correggi spiega",
+    "pt": "traduza traduzir traduz resuma corrija explique",
+    "nl": "vertaal vertalen samenvatten verbeter",
+    "pl": "przetłumacz przetłumaczyć streść popraw",
+    "ru": "переведи переведите перевести перескажи исправь",
+    "uk": "переклади перекладіть перекласти",
+    "sv": "översätt",
+    "da": "oversæt",
+    "no": "oversett",
+    "fi": "käännä",
+    "tr": "çevir tercüme",
+    "ja": "翻訳 翻訳して 要約 要約して 訳して",
+    "zh": "翻译 翻譯 总结 總結",
+    "ko": "번역 번역해 번역해줘 요약",
+}
+_INSTRUCTION_VERBS = {
+    verb: language for language, verbs in _INSTRUCTION_VERB_WORDS.items() for verb in verbs.split()
+}
+# Besides the verb, such a head has at most this many words ("Bitte übersetze",
+# "Please translate", "Por favor traduce").
+INSTRUCTION_HEAD_WORDS = 3
 
 _identifier_lock = threading.Lock()
 _identifier: Any = None
@@ -101,9 +132,21 @@ def instruction_text(text: str) -> str:
     stripped = _QUOTE_LINE_RE.sub(" ", stripped)
     stripped = _QUOTED_RE.sub(" ", stripped)
     match = _COLON_TAIL_RE.match(stripped.strip())
-    if match and len(match.group("head").split()) >= 3:
-        stripped = match.group("head")
+    if match:
+        head = match.group("head")
+        if (len(head.split()) >= 3 and len(head) >= 8) or instruction_verb_language(head):
+            stripped = head
     return " ".join(stripped.split()) or " ".join(text.split())
+
+
+def instruction_verb_language(head: str) -> str | None:
+    """The language of a short instruction head ("Übersetze" → "de", "Please translate"
+    → "en", "翻訳して" → "ja"): at most :data:`INSTRUCTION_HEAD_WORDS` words, one of them
+    an instruction verb of :data:`_INSTRUCTION_VERBS`; None for any other head."""
+    words = [word.strip(".,!¡¿?\"'«»") for word in head.casefold().split()]
+    if not 0 < len(words) <= INSTRUCTION_HEAD_WORDS:
+        return None
+    return next((_INSTRUCTION_VERBS[w] for w in words if w in _INSTRUCTION_VERBS), None)
 
 
 # Short messages langid cannot place (a word or two), by language, "|"-separated. A
@@ -263,6 +306,10 @@ def detect_language(text: str, *, fallback: str) -> str:
     """
     fallback = languages.supported_fallback(fallback)
     sample = instruction_text(text)
+    # A one-word instruction ("Übersetze: …") is too short for py3langid; its verb says.
+    told = instruction_verb_language(sample)
+    if told:
+        return fallback if _base(fallback) == told else told
     known = _short_message_language(sample, fallback) or _script_language(
         sample, fallback, shared=False
     )
@@ -954,7 +1001,10 @@ def heuristic_title(text: str, *, category: str = "general") -> ChatTitle:
     message's own language; :data:`NEW_CHAT` only for a message without words."""
     # Eight words need only the text's start (the whole text may be megabytes).
     unquoted = _QUOTE_LINE_RE.sub(" ", _FENCE_RE.sub(" ", text[:TITLE_SOURCE_CHARS]))
-    words = instruction_text(plain_text(unquoted)).split()
+    plain = plain_text(unquoted)
+    words = instruction_text(plain).split()
+    if len(words) < 3:  # "Übersetze: <text>": the head alone names nothing
+        words = plain.split()
     # Opening and closing punctuation ("¿…?", «…») is no part of a title.
     title = " ".join(words[:8]).strip(" ?!.,:;-–—\"'¿¡«»„“”「」")  # noqa: RUF001
     if len(words) > 8:

@@ -275,3 +275,28 @@ def test_the_language_fallback_is_always_a_supported_language(
     )
     assert decided.language == expected
     assert pre.detect_language("ok", fallback="lij") == "en"
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("Übersetze: I'm running late, see you in ten minutes", "de"),
+        ("Traduis : I'll call you back after the meeting", "fr"),
+        ("Translate: Ich komme heute etwas später nach Hause", "en"),
+        ("Bitte übersetze: see you soon, my friend", "de"),
+        ("翻訳\uff1aI am running late today", "ja"),  # a full-width colon
+        ("Переведи: the train leaves at nine", "ru"),
+    ],
+)
+def test_a_one_word_instruction_before_a_colon_sets_the_language(text: str, language: str) -> None:
+    assert pre.detect_language(text, fallback="en") == language
+
+
+def test_a_label_before_a_colon_is_no_instruction() -> None:
+    # Not an instruction verb: the whole text decides, as before.
+    assert pre.detect_language("Pregunta: ¿cuál es la capital de Francia?", fallback="en") == "es"
+    assert pre.instruction_text("Re: meeting at 10, can you join?") == (
+        "Re: meeting at 10, can you join?"
+    )
+    # A title names the material, not the one-word instruction.
+    assert pre.heuristic_title("Übersetze: I'm late").title == "Übersetze: I'm late"
