@@ -473,17 +473,36 @@ class ToolCandidate:
     hint: str = ""
 
 
+# Words that ask for a tool by its name ("use the calculator", "mit dem web search"):
+# a name alone ("I'm writing a calculator app") is a topic, not a request to use it.
+_USE_WORDS = (
+    r"use|using|uses|with|via|through|call|run|try|invoke|ask|utili[sz]e|nutze|benutze"
+    r"|verwende|mit|utilise|utilisez|avec|usa|usar|usando|con|utilizza|gebruik|met|użyj"
+    r"|używając|используй|\u0441 помощью"
+)
+_ARTICLES = r"the|your|a|an|my|den|dem|die|das|der|le|la|l'|el|il|lo|o|de|het|этим"
+# What is built rather than used when it follows the name ("with the calculator app").
+_BUILT = (
+    r"app|apps|application|program|programme|project|class|function|code|widget|component"
+    r"|module|script|library|ui|design|feature|page|website|game|clone"
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _mention_re(name: str) -> re.Pattern[str]:
+    names = "|".join(dict.fromkeys(re.escape(n) for n in (name, name.replace("_", " "))))
+    return re.compile(
+        rf"@({names})\b|\b({_USE_WORDS})\s+(({_ARTICLES})\s*)?({names})"
+        rf"(\s+tool)?\b(?!\s+({_BUILT})\b)",
+        re.IGNORECASE,
+    )
+
+
 def explicit_tool_mentions(text: str, names: Iterable[str]) -> list[str]:
-    """Tools named in ``text`` (``@calculator``, "use the calculator", "web search")."""
-    lowered = text.lower()
-    found = []
-    for name in names:
-        spaced = name.replace("_", " ")
-        if f"@{name}" in lowered or re.search(
-            rf"\b({re.escape(name)}|{re.escape(spaced)})\b", lowered
-        ):
-            found.append(name)
-    return found
+    """Tools ``text`` asks for by name: ``@calculator``, or the name after a word of use
+    ("use the calculator", "with the web search", "benutze den calculator"). A name
+    alone, or one followed by what is being built ("a calculator app"), is no request."""
+    return [name for name in names if _mention_re(name).search(text)]
 
 
 def preselect_tools(

@@ -300,3 +300,20 @@ def test_a_label_before_a_colon_is_no_instruction() -> None:
     )
     # A title names the material, not the one-word instruction.
     assert pre.heuristic_title("Übersetze: I'm late").title == "Übersetze: I'm late"
+
+
+@pytest.mark.parametrize(
+    ("text", "mentioned"),
+    [
+        ("I'm writing a calculator app in Python", []),
+        ("Help me with the calculator app I am building", []),
+        ("My old calculator from school broke", []),
+        ("Use the calculator: 17 * 23", ["calculator"]),
+        ("@calculator 2+2", ["calculator"]),
+        ("Check this with the calculator please", ["calculator"]),
+        ("Please use web search for today's news", ["web_search"]),
+        ("Benutze den web_search für die Nachrichten", ["web_search"]),
+    ],
+)
+def test_a_tool_is_mentioned_only_when_asked_for_by_name(text: str, mentioned: list[str]) -> None:
+    assert pre.explicit_tool_mentions(text, ["calculator", "web_search"]) == mentioned
