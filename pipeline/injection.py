@@ -55,6 +55,15 @@ _ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\
 # Khmer inherent vowels (Unicode's Default_Ignorable_Code_Point set outside category Cf).
 _BLANKS = frozenset("\u034f\u115f\u1160\u3164\uffa0\u17b4\u17b5")
 _ZWJ_ZWNJ = "\u200c\u200d"
+# Where invisible characters can be (a superset, each checked by :func:`_is_invisible`):
+# the format characters (Unicode category Cf, tag characters aside), the blanks and the
+# variation selectors; so a long visible text is passed over at regex speed.
+_INVISIBLE_RE = re.compile(
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0100-\U000e01ef]"
+)
 _RLO, _PDF = "\u202e", "\u202c"
 # Characters that may carry an emoji presentation selector (U+FE0F) besides symbols
 # (categories So and Sm) and the emoji planes: keycap bases and the punctuation emoji.
@@ -184,14 +193,17 @@ def _without_invisible(text: str, *, scoring: bool) -> tuple[str, bool]:
     whether any was dropped."""
     if text.isascii():
         return text, False
-    out: list[str] = []
     dropped = False
-    for index, ch in enumerate(text):
-        if _is_invisible(ch) and not _kept_invisible(text, index, scoring=scoring):
-            dropped = True
-            continue
-        out.append(ch)
-    return "".join(out), dropped
+
+    def drop(match: re.Match[str]) -> str:
+        nonlocal dropped
+        ch, index = match.group(0), match.start()
+        if not _is_invisible(ch) or _kept_invisible(text, index, scoring=scoring):
+            return ch
+        dropped = True
+        return ""
+
+    return _INVISIBLE_RE.sub(drop, text), dropped
 
 
 def _latin_look_alikes(text: str) -> str:
@@ -379,7 +391,8 @@ _ADDRESS = (
     # "Dear AI," "Chère IA :" "Hallo liebe KI!"
     rf"|\b({_GREETING})\s+({_ARTICLE}\s+)?({_AI})( (model|assistant|system|agent))?\s*[,:!]"
     # "An die KI, …" "To the AI reading this" "À l'IA qui lit ceci" at a sentence's start.
-    rf"|(^|[.!?:;(\[\-–—]\s*|\bp\.?s\.?\s*)({_DEDICATION})\s+({_ARTICLE}\s*)?({_AI})\b"
+    # (after punctuation or at a line's start: not after a word and a space)
+    rf"|\b(?<![\w,] )(?<![\w,]  )({_DEDICATION})\s+({_ARTICLE}\s*)?({_AI})\b"
     rf"(\s*[,:]|\s+({_RELATIVE}|reading|processing)\b)"
     # "any AI that reads this", "KI, die das liest", "ИИ, который это читает"
     rf"|\b({_AI})s?\b,?\s+({_RELATIVE}\s+)?{_SENTENCE}{{0,30}}?"
@@ -447,26 +460,82 @@ _NEW_INSTRUCTIONS = (
 
 @dataclass(frozen=True, slots=True)
 class Signal:
-    """One kind of evidence: its ``name``, ``weight`` (score points) and ``pattern``."""
+    """One kind of evidence: its ``name``, ``weight`` (score points), ``pattern`` (for
+    text as written: redaction) and ``folded`` (the pattern without the accents of Latin
+    letters, searched in text folded the same way: scoring; None: ``pattern``)."""
 
     name: str
     weight: float
     pattern: re.Pattern[str]
+    folded: re.Pattern[str] | None = None
+
+
+def _accents_folded(text: str) -> str:
+    """``text`` with the diacritics of Latin letters removed ("olvídate" → "olvidate",
+    "instruções" → "instrucoes"); other scripts unchanged (a Cyrillic "й" or a Japanese
+    "ザ" keeps its mark)."""
+    out: list[str] = []
+    for ch in unicodedata.normalize("NFD", text):
+        if unicodedata.combining(ch) and out and out[-1] < "\u0250":
+            continue
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+def _top_branches(pattern: str) -> list[str]:
+    """The alternatives of ``pattern`` at its top level (outside groups and classes)."""
+    branches: list[str] = []
+    depth, in_class, start, index = 0, False, 0, 0
+    while index < len(pattern):
+        ch = pattern[index]
+        if ch == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            index += pattern[index + 1 : index + 2] == "^"
+            index += pattern[index + 1 : index + 2] == "]"  # a leading "]" is a literal
+        elif ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif ch == "|" and depth == 0:
+            branches.append(pattern[start:index])
+            start = index + 1
+        index += 1
+    branches.append(pattern[start:])
+    return branches
+
+
+def _factored(pattern: str) -> str:
+    """``pattern`` with the word boundary its alternatives start with tested once
+    (``\\b(?:a|b)`` for ``\\ba|\\bb``): the same matches, fewer steps on long texts."""
+    branches = _top_branches(pattern)
+    words = [branch[2:] for branch in branches if branch.startswith("\\b")]
+    others = [branch for branch in branches if not branch.startswith("\\b")]
+    return "|".join(
+        ([f"\\b(?:{'|'.join(words)})"] if len(words) > 1 else [])
+        + others
+        + ([f"\\b{words[0]}"] if len(words) == 1 else [])
+    )
 
 
 def _signal(name: str, weight: float, pattern: str) -> Signal:
-    return Signal(name, weight, re.compile(pattern, re.IGNORECASE | re.MULTILINE))
+    flags = re.IGNORECASE | re.MULTILINE
+    scoring = _factored(_accents_folded(pattern))
+    return Signal(name, weight, re.compile(pattern, flags), re.compile(scoring, flags))
 
 
 SIGNALS: tuple[Signal, ...] = (
     _signal(
         "override",
         8.0,
-        rf"\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?\b({_OVERRIDE_QUALIFIERS})\b"
-        rf"{_SENTENCE}{{0,20}}?({_INSTRUCTION_NOUNS})"
-        rf"|\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?({_INSTRUCTION_NOUNS})\W{{0,3}}"
-        rf"\b({_OVERRIDE_AFTER})\b|\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,20}}?"
-        rf"\b(the above|everything above|lo anterior|all of the above)\b"
+        # The verb once, then what it overrides: qualified nouns, nouns then a
+        # qualifier after them, or "the above".
+        rf"\b(?:{_OVERRIDE_VERBS})\b(?:{_SENTENCE}{{0,50}}?\b(?:{_OVERRIDE_QUALIFIERS})\b"
+        rf"{_SENTENCE}{{0,20}}?(?:{_INSTRUCTION_NOUNS})"
+        rf"|{_SENTENCE}{{0,50}}?(?:{_INSTRUCTION_NOUNS})\W{{0,3}}\b(?:{_OVERRIDE_AFTER})\b"
+        rf"|{_SENTENCE}{{0,20}}?\b(?:the above|everything above|lo anterior|all of the above)\b)"
         rf"|({_SOV_NOUNS}){_SENTENCE}{{0,20}}({_SOV_VERBS})|{_CJK_OVERRIDE}",
     ),
     # The same verbs on rules nobody's in particular: weak alone, decisive with an address.
@@ -498,23 +567,10 @@ HIDDEN_WEIGHT = 3.0
 MAX_SCORE = 10.0
 
 
-def _accents_folded(text: str) -> str:
-    """``text`` with the diacritics of Latin letters removed ("olvídate" → "olvidate",
-    "instruções" → "instrucoes"); other scripts unchanged (a Cyrillic "й" or a Japanese
-    "ザ" keeps its mark)."""
-    out: list[str] = []
-    for ch in unicodedata.normalize("NFD", text):
-        if unicodedata.combining(ch) and out and out[-1] < "\u0250":
-            continue
-        out.append(ch)
-    return unicodedata.normalize("NFC", "".join(out))
-
-
 def _signals_in(text: str) -> list[str]:
-    texts = [text]
-    if not text.isascii():
-        texts.append(_accents_folded(text))
-    found = [s.name for s in SIGNALS if any(s.pattern.search(t) for t in texts)]
+    # Once, accent-free: "olvídate" and "olvidate" are one word to the patterns.
+    folded = text if text.isascii() else _accents_folded(text)
+    found = [s.name for s in SIGNALS if (s.folded or s.pattern).search(folded)]
     return [name for name in found if _SUBSUMED.get(name) not in found]
 
 
