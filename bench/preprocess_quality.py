@@ -57,8 +57,18 @@ def rows(name: str) -> list[dict[str, str]]:
 def hidden_text(text: str) -> str:
     """``text`` with the data files' markers made invisible: ``⟦tag:…⟧`` as Unicode tag
     characters, ``⟦zw:…⟧`` / ``⟦zwj:…⟧`` with a ZWSP / ZWJ between letters, ``⟦flag:gbsct⟧``
-    as a subdivision flag emoji."""
+    as a subdivision flag emoji (🏴 + tag characters + CANCEL TAG, whatever is inside),
+    ``⟦vs:…⟧`` as UTF-8 bytes in variation selectors, ``⟦rlo:…⟧`` reversed inside a
+    RIGHT-TO-LEFT OVERRIDE (shown in reading order)."""
     text = re.sub(r"⟦tag:(.*?)⟧", lambda m: "".join(chr(0xE0000 + ord(c)) for c in m[1]), text)
+    text = re.sub(
+        r"⟦vs:(.*?)⟧",
+        lambda m: "".join(
+            chr(0xFE00 + b) if b < 16 else chr(0xE0100 + b - 16) for b in m[1].encode()
+        ),
+        text,
+    )
+    text = re.sub(r"⟦rlo:(.*?)⟧", lambda m: "\u202e" + m[1][::-1] + "\u202c", text)
     text = re.sub(r"⟦zw:(.*?)⟧", lambda m: "\u200b".join(m[1]), text)
     text = re.sub(r"⟦zwj:(.*?)⟧", lambda m: "\u200d".join(m[1]), text)
     return re.sub(

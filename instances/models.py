@@ -15,6 +15,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 
+from instances.languages import default_language_validate
+
 TIER_NAMES = ("fast", "standard", "heavy")
 _TIER_ENTRY_KEYS = {"model", "api_base", "secret"}
 SECRET_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
@@ -121,6 +123,16 @@ class Instance(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"
+
+    def clean(self) -> None:
+        """Model validation beyond the fields': ``default_language`` must be a code of a
+        language the assistant answers in (``instances.languages``), so the language
+        fallback of pre-processing never yields one it does not offer."""
+        super().clean()
+        try:
+            default_language_validate(self.default_language)
+        except ValidationError as exc:
+            raise ValidationError({"default_language": exc.messages}) from exc
 
 
 class InstanceMember(models.Model):

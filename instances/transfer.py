@@ -22,7 +22,6 @@ user has the same username), otherwise each is reported as skipped.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import jsonschema
@@ -31,6 +30,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from instances.extensions import ImportReport, extensions
+from instances.languages import LANGUAGE_CODE_RE
 from instances.models import ChannelConfig, Instance, InstanceMember, Mate, PromptSection
 from instances.services import instance_config_saved, instance_create
 
@@ -46,9 +46,6 @@ INSTANCE_FIELDS = (
     "model_preprocessing_enabled",
 )
 MATE_FIELDS = ("category", "description", "system_prompt", "is_default")
-# BCP 47-ish: a 2-3 letter language, an optional 4-letter script, an optional region of
-# two letters or three digits ("en", "de-CH", "zh-Hant-TW", "es-419"); case-insensitive.
-LANGUAGE_CODE_RE = re.compile(r"^[a-zA-Z]{2,3}(-[a-zA-Z]{4})?(-([a-zA-Z]{2}|[0-9]{3}))?$")
 
 _STRING = {"type": "string"}
 _BOOLEAN = {"type": "boolean"}

@@ -4,20 +4,30 @@
 :func:`injection_score` rates 0-10 how much a text (a tool's output: a web page, an
 email, a calendar entry, a file) carries instructions aimed at the model rather than data
 for it. The text is first read as a model would read it (:func:`revealed_text`): ASCII
-smuggled in Unicode tag characters decoded, zero-width characters between letters
-removed, compatibility forms folded (NFKC: "Ⅰgnore" → "Ignore") and Cyrillic or Greek
-look-alikes inside Latin words read as Latin. Legitimate uses are not touched: a flag
-emoji's tag sequence (🏴 + tag letters + cancel tag), ZWJ emoji sequences, ZWNJ in
-Persian or Indic words.
+smuggled in Unicode tag characters decoded, bytes smuggled in runs of variation selectors
+decoded, text under a right-to-left override read in display order, invisible characters
+(zero-width characters, bidi controls, variation selectors, Hangul fillers, other
+format characters) removed, compatibility forms folded (NFKC: "Ⅰgnore" → "Ignore") and
+Cyrillic or Greek look-alikes inside Latin words read as Latin. Legitimate uses are not
+touched: a well-formed subdivision flag (🏴 + a region and a suffix in tag letters or
+digits + CANCEL TAG; its letters are still scored, so a string of flags cannot spell
+words), ZWJ emoji sequences, ZWNJ in Persian or Indic words, the emoji presentation
+selector after an emoji and an ideographic variation selector after a CJK ideograph.
 
 The score is the sum of the weights of the signals (:data:`SIGNALS`) found, at most
-10: an override of earlier instructions (8), a request for the system prompt (7.5 with
-a verb, 3.5 the noun alone), a role take-over (5.5), fake chat markup (5), words
-addressed to the assistant (4), telling the model to ignore the user (4), a harmful
-action (exfiltrate, delete, ask for a password: 3.5), concealment (3), hidden text (3
-when a signal shows only once invisible characters are decoded), "tell the user …" (2.5), "new instructions"
-(2.5). So one strong signal, or an address to the assistant with an action or
-concealment, reaches :data:`pipeline.tool_output.INJECTION_BLOCK` (7); weak signals
+10: an override of the reader's own, earlier or all instructions (8; an override verb
+on rules nobody's in particular, "Forget the old rules: new tax brackets…", 3), a
+request for the system prompt (7.5 with a verb, 3.5 the noun alone), a role take-over
+or "from now on, answer …" (5.5), fake chat markup (5), words for the summariser ("when
+summarising this page", 4.5), words addressed to the assistant ("Dear AI,", "An die KI,
+die das liest", 4), telling the model to ignore the user (4), a harmful action
+(exfiltrate, delete, ask for a password: 3.5), concealment (3), hidden text (3 when a
+signal shows only once invisible characters are decoded), "tell the user …" / "state
+that …" (2.5), "new instructions" (2.5). Verbs are matched by stem and also in the text
+with the accents of Latin letters removed, so inflections and accent-free spellings
+count ("olvídate", "olvidate").
+
+So one strong signal, or an address to the assistant with an action or concealment, reaches :data:`pipeline.tool_output.INJECTION_BLOCK` (7); weak signals
 alone stay below :data:`pipeline.tool_output.INJECTION_REDACT` (5). Phrases cover
 English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian,
 Ukrainian, Turkish, Japanese, Chinese and Korean; weights were set on the development
@@ -32,9 +42,32 @@ from dataclasses import dataclass
 
 TAG_FIRST, TAG_LAST = 0xE0000, 0xE007F
 _CANCEL_TAG = 0xE007F
-_BLACK_FLAG = 0x1F3F4  # a subdivision flag's base: 🏴 + tag letters + cancel tag
+# A subdivision flag (UTS #51 emoji tag sequence, CLDR subdivision id): 🏴, a region
+# (two tag letters or three tag digits), a suffix of one to four tag letters or digits,
+# then CANCEL TAG ("gbsct", "gbeng", "usca"). Any other run of tag characters smuggles text.
+_FLAG_RE = re.compile(
+    "\U0001f3f4((?:[\U000e0061-\U000e007a]{2}|[\U000e0030-\U000e0039]{3})"
+    "[\U000e0030-\U000e0039\U000e0061-\U000e007a]{1,4})\U000e007f"
+)
 # Zero-width and other invisible characters that split a word without showing.
 _ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\ufeff\u00ad\u180e")
+# Letters and marks drawn as nothing: the combining grapheme joiner, Hangul fillers and
+# Khmer inherent vowels (Unicode's Default_Ignorable_Code_Point set outside category Cf).
+_BLANKS = frozenset("\u034f\u115f\u1160\u3164\uffa0\u17b4\u17b5")
+_ZWJ_ZWNJ = "\u200c\u200d"
+# Where invisible characters can be (a superset, each checked by :func:`_is_invisible`):
+# the format characters (Unicode category Cf, tag characters aside), the blanks and the
+# variation selectors; so a long visible text is passed over at regex speed.
+_INVISIBLE_RE = re.compile(
+    "[\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+    "\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0100-\U000e01ef]"
+)
+_RLO, _PDF = "\u202e", "\u202c"
+# Characters that may carry an emoji presentation selector (U+FE0F) besides symbols
+# (categories So and Sm) and the emoji planes: keycap bases and the punctuation emoji.
+_EMOJI_BASES = frozenset("#*0123456789\u203c\u2049\u3030\u303d")
 # Cyrillic and Greek letters drawn like Latin ones (Unicode confusables, the common
 # lower- and upper-case subset), read as Latin inside a word that also has Latin letters.
 _LOOK_ALIKES = str.maketrans(
@@ -45,50 +78,132 @@ _WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
 def _tag_payload(text: str) -> tuple[str, str]:
-    """``(text without tag characters, the ASCII they smuggled)``; a flag emoji's tag
-    sequence is neither removed nor counted as payload."""
+    """``(text without tag characters but its subdivision flags, the text they carry)``.
+
+    The payload is the ASCII of tag characters outside a well-formed flag (:data:`_FLAG_RE`),
+    then, one word per flag, the letters of the flags themselves: a run of flag-shaped
+    sequences can spell words ("🏴forget🏴 🏴your🏴 🏴rules🏴") and is scored like any text.
+    """
+    if not any(TAG_FIRST <= ord(ch) <= TAG_LAST for ch in text):
+        return text, ""
     kept: list[str] = []
-    payload: list[str] = []
-    in_flag = False
-    for ch in text:
-        point = ord(ch)
-        if point == _BLACK_FLAG:
-            in_flag = True
-            kept.append(ch)
-            continue
-        if TAG_FIRST <= point <= TAG_LAST:
-            if in_flag:
+    smuggled: list[str] = []
+    flags: list[str] = []
+    position = 0
+    for match in (*_FLAG_RE.finditer(text), None):
+        stop = match.start() if match else len(text)
+        for ch in text[position:stop]:
+            point = ord(ch)
+            if not TAG_FIRST <= point <= TAG_LAST:
                 kept.append(ch)
-                in_flag = point != _CANCEL_TAG
             elif 0xE0020 <= point <= 0xE007E:
-                payload.append(chr(point - TAG_FIRST))
-            continue
-        in_flag = False
-        kept.append(ch)
-    return "".join(kept), "".join(payload)
+                smuggled.append(chr(point - TAG_FIRST))
+        if match:
+            kept.append(match.group(0))
+            flags.append("".join(chr(ord(ch) - TAG_FIRST) for ch in match.group(1)))
+            position = match.end()
+    return "".join(kept), " ".join(filter(None, ("".join(smuggled), *flags)))
+
+
+def _is_selector(ch: str) -> bool:
+    point = ord(ch)
+    return 0xFE00 <= point <= 0xFE0F or 0xE0100 <= point <= 0xE01EF
+
+
+def _is_han(ch: str) -> bool:
+    point = ord(ch)
+    return 0x3400 <= point <= 0x9FFF or 0xF900 <= point <= 0xFAFF or 0x20000 <= point <= 0x3134F
+
+
+def _is_emoji_base(ch: str) -> bool:
+    return ord(ch) >= 0x1F000 or ch in _EMOJI_BASES or unicodedata.category(ch) in ("So", "Sm")
+
+
+def _legit_selector(text: str, index: int) -> bool:
+    """Whether the variation selector at ``index`` is one alone after a base that uses
+    it: U+FE0E/U+FE0F (text/emoji presentation) after an emoji or symbol, U+FE00-U+FE0D
+    after a symbol or CJK ideograph (standardized variants), an ideographic variation
+    selector (U+E0100-U+E01EF) after a CJK ideograph. A run of selectors encodes bytes."""
+    before = text[index - 1] if index > 0 else ""
+    after = text[index + 1 : index + 2]
+    if not before or _is_selector(before) or (after and _is_selector(after)):
+        return False
+    point = ord(text[index])
+    if point >= 0xE0100:
+        return _is_han(before)
+    if point >= 0xFE0E:
+        return _is_emoji_base(before)
+    return _is_han(before) or unicodedata.category(before) in ("So", "Sm")
+
+
+def _selector_payload(text: str) -> str:
+    """Text smuggled in runs of variation selectors (one byte each: VS1-VS16 are 0-15,
+    VS17-VS256 16-255), decoded as UTF-8; empty when there is none."""
+    decoded: list[str] = []
+    for run in re.findall("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2,}", text):
+        data = bytes(
+            ord(ch) - 0xFE00 if ord(ch) <= 0xFE0F else ord(ch) - 0xE0100 + 16 for ch in run
+        )
+        words = data.decode("utf-8", errors="ignore")
+        if any(ch.isalpha() for ch in words):
+            decoded.append(words)
+    return " ".join(decoded)
+
+
+def _overridden_text(text: str) -> str:
+    """The text between RIGHT-TO-LEFT OVERRIDE and its end, reversed: as it is displayed."""
+    spans = re.findall(f"{_RLO}([^{_PDF}\\n]*)", text)
+    return " ".join(span[::-1] for span in spans if span.strip())
+
+
+def _is_invisible(ch: str) -> bool:
+    return (
+        ch in _ZERO_WIDTH
+        or ch in _BLANKS
+        or _is_selector(ch)
+        or (unicodedata.category(ch) == "Cf" and not TAG_FIRST <= ord(ch) <= TAG_LAST)
+    )
 
 
 def _joins_letters(text: str, index: int) -> bool:
-    """Whether the zero-width character at ``index`` sits inside a word of a script that
+    """Whether the invisible character at ``index`` sits inside a word of a script that
     does not use joiners (Latin, Greek, Cyrillic, Armenian: below U+0590)."""
-    before = text[index - 1] if index > 0 else ""
-    after = next((ch for ch in text[index + 1 :] if ch not in _ZERO_WIDTH), "")
+    before = next((ch for ch in reversed(text[:index]) if not _is_invisible(ch)), "")
+    after = next((ch for ch in text[index + 1 :] if not _is_invisible(ch)), "")
     return before.isalpha() and ord(before) < 0x0590 and after.isalpha() and ord(after) < 0x0590
 
 
-def _without_splitters(text: str) -> tuple[str, bool]:
-    """``text`` without zero-width characters inside Latin-like words, and whether any
-    was removed (a word split so a filter misses it)."""
-    if not any(ch in _ZERO_WIDTH for ch in text):
+def _kept_invisible(text: str, index: int, *, scoring: bool) -> bool:
+    """Whether the invisible character at ``index`` stays: ZWJ/ZWNJ outside Latin-like
+    words (emoji sequences, Persian, Indic), a legitimate variation selector, and, in
+    displayed text (not ``scoring``), blanks outside Latin-like words; never a format
+    character (Cf: bidi controls, zero-width space, ...) nor a selector run."""
+    ch = text[index]
+    if ch in _ZWJ_ZWNJ:
+        return not _joins_letters(text, index)
+    if _is_selector(ch):
+        return _legit_selector(text, index)
+    if ch in _BLANKS:
+        return not scoring and not _joins_letters(text, index)
+    return False
+
+
+def _without_invisible(text: str, *, scoring: bool) -> tuple[str, bool]:
+    """``text`` without the invisible characters :func:`_kept_invisible` drops, and
+    whether any was dropped."""
+    if text.isascii():
         return text, False
-    out: list[str] = []
-    split = False
-    for index, ch in enumerate(text):
-        if ch in _ZERO_WIDTH and (ch not in "\u200c\u200d" or _joins_letters(text, index)):
-            split = split or (ch == "\u200b" or _joins_letters(text, index))
-            continue
-        out.append(ch)
-    return "".join(out), split
+    dropped = False
+
+    def drop(match: re.Match[str]) -> str:
+        nonlocal dropped
+        ch, index = match.group(0), match.start()
+        if not _is_invisible(ch) or _kept_invisible(text, index, scoring=scoring):
+            return ch
+        dropped = True
+        return ""
+
+    return _INVISIBLE_RE.sub(drop, text), dropped
 
 
 def _latin_look_alikes(text: str) -> str:
@@ -103,7 +218,8 @@ def _latin_look_alikes(text: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Revealed:
     """A text as a model reads it (``text``) and whether invisible characters hid
-    letters in it (``hidden``: tag-character payload or zero-width-split words)."""
+    letters in it (``hidden``: a tag-character or variation-selector payload, overridden
+    bidi text, or invisible characters removed)."""
 
     text: str
     hidden: bool
@@ -112,32 +228,56 @@ class Revealed:
 def revealed_text(text: str) -> Revealed:
     """``text`` with hidden letters made visible (see the module docstring)."""
     visible, payload = _tag_payload(text)
-    joined, split = _without_splitters(visible)
+    hidden_parts = [payload, _selector_payload(visible), _overridden_text(visible)]
+    joined, dropped = _without_invisible(visible, scoring=True)
     folded = unicodedata.normalize("NFKC", joined)
     folded = _latin_look_alikes(folded)
-    if payload:
-        folded = f"{folded}\n{payload}"
-    return Revealed(text=folded, hidden=bool(payload) or split)
+    extra = "\n".join(part for part in hidden_parts if part)
+    if extra:
+        folded = f"{folded}\n{_latin_look_alikes(unicodedata.normalize('NFKC', extra))}"
+    return Revealed(text=folded, hidden=bool(extra) or dropped)
 
 
 # --- signals -------------------------------------------------------------------------------
 
 _SENTENCE = r"[^.!?。！？\n]"
+# Verbs by stem, so inflections and accent-free spellings match ("olvídate", "olvidar",
+# "ignorez", "vergesst"); signals are also searched in the text with the accents of Latin
+# letters removed (:func:`_accents_folded`).
 _OVERRIDE_VERBS = (
-    r"ignore|ignoring|disregard|forget|override|bypass|skip|ignoriere|ignorier|ignorieren"
-    r"|vergiss|vergessen sie|missachte|ignorez|oublie|oubliez|ne tiens pas compte"
-    r"|ne tenez pas compte|ignora|ignorar|olvida|olvide|olvidar|descarta|haz caso omiso"
-    r"|dimentica|dimenticare|trascura|esqueça|esqueca|desconsidere|negeer|vergeet"
-    r"|zignoruj|ignoruj|zapomnij|игнорируй|проигнорируй|забудь|не обращай внимания"
-    r"|ігноруй"
+    r"ignor(?!an)\w*|disregard\w*|forget\w*|forgot\w*|overrid\w*|overrode|bypass\w*|skip"
+    r"|discard|abandon|set aside|throw out|(stop|quit) following|no longer (follow|obey)"
+    r"|pay no attention to|vergiss|vergesst|vergessen\w*|missacht\w*|verwirf|verwerfen"
+    r"|oubli\w*|ne (tiens|tenez) (pas|plus) compte|fai(s|tes) abstraction|olvid\w*"
+    r"|descart\w*|haz caso omiso|no hagas caso|omite|omitir|dimentic\w*|trascur\w*"
+    r"|non tenere conto|esquec\w*|esqueca|desconsider\w*|negeer\w*|vergeet|vergeten"
+    r"|z?ignoruj\w*|zapomni\w*|pomin|(про)?игнорир\w*|забуд\w*|забыть|не обращай\w* внимания"
+    r"|отбрось\w*|(про)?ігнор\w*|забудь\w*"
 )
 _INSTRUCTION_NOUNS = (
-    r"instructions?|rules|guidelines|prompts?|directions|directives|programming|the above"
-    r"|everything above|anweisungen|anweisung|regeln|vorgaben|instruktionen|befehle"
-    r"|consignes|règles|directives|instrucciones|reglas|indicaciones|lo anterior"
-    r"|istruzioni|regole|indicazioni|instruções|instrucoes|regras|diretrizes|instructies"
-    r"|regels|opdrachten|instrukcje|polecenia|zasady|инструкци\w*|указани\w*|правил\w*"
-    r"|промпт\w*"
+    r"instructions?|rules|guidelines|prompts?|directions|directives|programming|restrictions"
+    r"|constraints|guardrails|system message|the above|everything above|anweisungen|anweisung"
+    r"|regeln|vorgaben|instruktionen|befehle|einschränkungen|consignes|regles|directives"
+    r"|restrictions|instrucciones|reglas|indicaciones|restricciones|lo anterior|istruzioni"
+    r"|regole|indicazioni|restrizioni|instrucoes|regras|diretrizes|restricoes|instructies"
+    r"|regels|opdrachten|beperkingen|instrukcje|instrukcji|polecenia|zasady|ograniczenia"
+    r"|инструкци\w*|указани\w*|правил\w*|промпт\w*|ограничени\w*|інструкці\w*"
+)
+# What makes an override aimed at the model rather than news about rules: the rules are
+# the reader's own ("your", "tus", "свои"), earlier ones ("previous", "bisherigen",
+# "anteriores") or all of them; "Forget the old rules: new tax brackets…" has none.
+_OVERRIDE_QUALIFIERS = (
+    r"your|yours|all|any|every|previous|prior|above|earlier|preceding|original|initial"
+    r"|system|existing|dein\w*|euer|eure\w*|ihre|alle\w*|vorherig\w*|bisherig\w*|obig\w*"
+    r"|vorangegangen\w*|tes|tous|toutes|vos|votre|précédent\w*|precedent\w*|antérieur\w*"
+    r"|anterieur\w*|ci-dessus|tus|tu|sus|vuestr\w*|todas|todos|anterior\w*|previas|tue|tuoi"
+    r"|vostr\w*|tutte|tutti"
+    r"|sopra|suas|seus|teus|tuas|je|jouw|uw|vorige|eerdere|twoje|swoje|wszystkie|poprzedni\w*"
+    r"|свои|твои|ваши|все|всі|предыдущ\w*|прежн\w*|попередн\w*|свої|твої"
+)
+_OVERRIDE_AFTER = (
+    r"above|before|earlier|you (were|have been) given|you received|oben|précédentes"
+    r"|precedentes|ci-dessus|anteriores|precedenti|sopra|eerdere|powyżej|выше|раньше"
 )
 _CJK_OVERRIDE = r"(忽略|无视|忘记|忘掉|不要理会)[^。！？\n]{0,20}(指令|指示|规则|提示|设定)"
 _SOV_NOUNS = r"指示|ルール|命令|プロンプト|設定|지시|규칙|명령|talimat\w*|kural\w*"
@@ -164,8 +304,77 @@ _MARKUP = (
     r"|(?-i:\bSYSTEM\s*:)|<!--[^>]{0,80}\b(assistant|ai|model|llm)\b"
 )
 _AI = (
-    r"ai|a\.i\.|assistant|assistants|language models?|llm|chatbot|model|ki|ki-assistent\w*"
-    r"|sprachmodell|ia|l'ia|asistente|assistente|modelo|modello|ии|ші|модель|ассистент"
+    r"ai|a\.i\.|assistant|assistants|language models?|llm|llms|chatbot|chat ?gpt|gpt|bot|model"
+    r"|ai agents?|automated (reader|agent|system|assistant)|summari[sz]er|ki|ki-\w+"
+    r"|sprachmodell|künstliche intelligenz|assistent|ia|l'ia|modèle|modele|intelligence"
+    r" artificielle|asistente|modelo|inteligencia artificial|assistente|modello"
+    r"|intelligenza artificiale|inteligência artificial|inteligencia artificial"
+    r"|kunstmatige intelligentie|sztuczna inteligencja|ии|ші|модель|ассистент|нейросеть"
+    r"|искусственный интеллект|помощник"
+)
+# A greeting or dedication opening words meant for the model ("Dear AI", "An die KI",
+# "À l'IA qui lit ceci"), in the languages of the signals.
+_GREETING = (
+    r"dear|hey|hi|hello|attention|achtung|liebe|lieber|hallo|hallo liebe|chère|cher|chers"
+    r"|bonjour|salut|querida|querido|hola|estimada|estimado|cara|caro|ciao|gentile"
+    r"|prezada|prezado|olá|oi|beste|hoi|drogi|droga|witaj|дорогой|дорогая|привет|уважаемый"
+    r"|уважаемая"
+)
+_DEDICATION = r"to|for|an|für|à|a|pour|para|per|alla|all'|aan|voor|do|dla|для|к"
+_ARTICLE = (
+    r"the|any|every|all|den|die|das|dem|jede[nrms]?|alle|l'|le|la|les|tout|toute|el|los|las"
+    r"|cualquier|il|lo|gli|ogni|o|os|as|qualquer|de|het|elke|każd\w*|любо\w*"
+)
+_RELATIVE = r"that|which|who|die|der|qui|que|che|które|który|która|который|которая|которые|котрий"
+_READS = (
+    r"read|reads|reading|liest|lesen|lit|lisez|lisent|lee|lea|leen|lean|leyendo|legge"
+    r"|leggono|leggendo|lê|leia|leem|lendo|leest|lezen|czyta\w*|чита\w*|summari[sz]\w*"
+    r"|zusammenfass\w*|résum\w*|resum\w*|riassum\w*|samenvat\w*|process(es|ing)?"
+    r"|verarbeite\w*|traite\w*|procesa\w*|elabora\w*|processa\w*|обрабатыва\w*"
+)
+_THIS = (
+    r"this|these|dies|diese[nrms]?|das|ceci|cela|ce|cette|esto|este|esta|questo|questa|isto"
+    r"|dit|deze|to|ten|tę|это|этот|эту|эти|це|цей|цю"
+)
+# Words a model meets when asked to summarise or answer about the text.
+_SUMMARY_ADDRESS = (
+    r"\b(when|while|if|whenever|before)\s+(you('re| are)?|asked to)\s+(summari[sz]\w*|describ\w*"
+    r"|writ\w+ (a |the |your )?(summary|overview|answer|response|review))\b"
+    r"|\b(when|while|if|whenever|before)\s+(summari[sz]ing|describing|asked about)\s+(this|these|it"
+    r"|the (above|following|page|text|article|document|site|website|e-?mail|message|content"
+    r"|product|reviews?|results?))\b"
+    r"|\bin (your|any) (summary|overview|answer|response|reply)\b"
+    r"|\b(wenn|falls|sobald) (du|sie)\b[^.!?\n]{0,30}\bzusammen ?fass\w*|\bbeim zusammenfassen\b"
+    r"|\bin (deiner|ihrer|jeder) zusammenfassung\b|\ben résumant\b"
+    r"|\b(lorsque|quand|si) (tu résumes|vous résumez)\b|\bdans (ton|votre|tout) résumé\b"
+    r"|\b(al resumir|cuando resumas|si resumes|en (tu|su|cualquier) resumen)\b"
+    r"|\b(nel riassumere|quando riassumi|se riassumi|nel (tuo|suo) riassunto)\b"
+    r"|\b(ao resumir|quando resumir|se resumir|no seu resumo|em (seu|qualquer) resumo)\b"
+    r"|\b(bij het samenvatten|als je \w+( \w+)? samenvat|in je samenvatting)\b"
+    r"|\b(podczas streszczania|streszczając|w (twoim|swoim) streszczeniu)\b"
+    r"|при пересказе|пересказывая|резюмируя|когда будешь (пересказывать|резюмировать)"
+    r"|в (своём|своем|твоём|твоем) (пересказе|резюме)|要約(する|の)?(際|時|とき)|要約では"
+    r"|总结时|在总结中|摘要时|概括时|요약할 때"
+)
+# "From now on" with a second-person order: a new role or behaviour for the reader.
+_FROM_NOW_ON = (
+    r"\b(from now on|henceforth|starting now|from this point on)\b,?\s+(\w+\s+){0,2}?"
+    r"(answer|respond|reply|write|speak|talk|act|behave|pretend|only|always)\b"
+    r"|\b(ab jetzt|von nun an|ab sofort)\b,?\s+(\w+\s+){0,2}?"
+    r"(antworte|schreibe|schreib|sprich|verhalte|gib|sei|bist du|du)\b"
+    r"|(^|\W)(à partir de maintenant|désormais|dorénavant|dès maintenant)\b,?\s+(\w+\s+){0,2}?"
+    r"(réponds|répondez|écris|écrivez|parle|parlez|agis|agissez|tu)\b"
+    r"|\b(a partir de ahora|de ahora en adelante|desde ahora)\b,?\s+(\w+\s+){0,2}?"
+    r"(responde|contesta|escribe|habla|actúa|eres|debes|tú)\b"
+    r"|\b(d'ora in poi|da ora in poi|da adesso in poi|d'ora in avanti)\b,?\s+(\w+\s+){0,2}?"
+    r"(rispondi|scrivi|parla|agisci|sei|devi|tu)\b"
+    r"|\b(a partir de agora|de agora em diante|daqui em diante)\b,?\s+(\w+\s+){0,2}?"
+    r"(responda|responde|escreva|escreve|fale|fala|aja|você|tu)\b"
+    r"|\b(vanaf nu|voortaan|van nu af aan)\b,?\s+(\w+\s+){0,2}?"
+    r"(antwoord|schrijf|spreek|gedraag|je|jij|ben je)\b"
+    r"|\b(od teraz|od tej pory|od tej chwili)\b,?\s+(\w+\s+){0,2}?"
+    r"(odpowiadaj|odpowiedz|pisz|mów|jesteś|zachowuj)\b"
+    r"|(отныне|с этого момента|с этой минуты)\b,?\s+(\w+\s+){0,2}?(отвечай|пиши|говори|веди|ты)\b"
 )
 _ADDRESS = (
     rf"\b(note|message|instructions?|attention|notice|reminder|hinweis|nachricht|anweisung"
@@ -179,15 +388,27 @@ _ADDRESS = (
     rf"|\bkomm?entar für die ki\b|aiアシスタントへ|ai助手|aiは|ai 모델|ии\b"
     rf"|\b(as|als|como|come|comme) (an? )?({_AI}|asistente de ia|assistente ia)\b[^.]{{0,20}}"
     rf"\b(you must|debes|musst|dois|devi)\b"
+    # "Dear AI," "Chère IA :" "Hallo liebe KI!"
+    rf"|\b({_GREETING})\s+({_ARTICLE}\s+)?({_AI})( (model|assistant|system|agent))?\s*[,:!]"
+    # "An die KI, …" "To the AI reading this" "À l'IA qui lit ceci" at a sentence's start.
+    # (after punctuation or at a line's start: not after a word and a space)
+    rf"|\b(?<![\w,] )(?<![\w,]  )({_DEDICATION})\s+({_ARTICLE}\s*)?({_AI})\b"
+    rf"(\s*[,:]|\s+({_RELATIVE}|reading|processing)\b)"
+    # "any AI that reads this", "KI, die das liest", "ИИ, который это читает"
+    rf"|\b({_AI})s?\b,?\s+({_RELATIVE}\s+)?{_SENTENCE}{{0,30}}?"
+    rf"\b(({_READS})\b{_SENTENCE}{{0,12}}?\b({_THIS})|({_THIS})\b{_SENTENCE}{{0,12}}?\b({_READS}))\b"
 )
 _IGNORE_USER = (
     r"\bignore the user\b|\bignore (the user's|their) (question|request)\b"
     r"|\bignoriere die frage\b|\bignora la (domanda|pregunta)\b|\bignore la question\b"
     r"|проигнорируй запрос|игнорируй вопрос|ユーザーの質問を無視|无视用户的问题|忽略用户的问题"
+    r"|\b(ignore|disregard|forget)\b[^.!?\n]{0,20}\bwhat the user (asked|said|wants|wrote|typed)\b"
+    r"|\b(ignore|disregard|forget)\b[^.!?\n]{0,20}\b(the user's|their) (question|request|message|prompt)\b"
 )
 _ACTION = (
     rf"\b(forward|send|email|upload|transfer|exfiltrate|leak|copy)\b{_SENTENCE}{{0,40}}\b(emails?|messages?"
-    r"|files?|contacts?|data|conversation|history|passwords?|api keys?|credentials|this file)\b"
+    r"|files?|contacts?|data|conversation|history|passwords?|api keys?|credentials|this file"
+    r"|invoices?|documents?|attachments?|receipts?|statements?|photos?)\b"
     rf"|\b(delete|cancel|remove|erase)\b{_SENTENCE}{{0,30}}\b(appointments?|events?|emails?|files?|contacts?"
     rf"|account)\b|\b(ask|request)\b{_SENTENCE}{{0,30}}\b(password|card number|bank|credentials|pin)\b"
     rf"|\b(output|give|print)\b{_SENTENCE}{{0,30}}\bapi keys?\b|\badd {_SENTENCE}{{0,30}}\bto the user's contacts\b"
@@ -197,6 +418,20 @@ _ACTION = (
     rf"|\binoltra\b{_SENTENCE}{{0,40}}\b(email|mail|file)\b|\bdados bancários\b|\bshare {_SENTENCE}{{0,20}}password\b"
     rf"|\bперешли\b|\bотправь\b{_SENTENCE}{{0,40}}\b(файл|письма|данные)\b|\bsifresini iste|şifresini iste"
     rf"|\bwachtwoord\b{_SENTENCE}{{0,20}}\bdelen\b|\bklik\b|click this link|リンクをクリック"
+    # Deleting or cancelling the user's things, and forwarding them, in more languages.
+    rf"|\b(lösch\w*|entfern\w*|stornier\w*|sag\w* ab)\b{_SENTENCE}{{0,30}}"
+    r"\b(termin\w*|e-mails?|mails?|dateien|datei|kontakte|ereignisse|konto)\b"
+    rf"|\b(supprim\w*|effac\w*|annul\w*)\b{_SENTENCE}{{0,30}}"
+    r"\b(rendez-vous|événements?|e-mails?|courriels?|fichiers?|contacts?|compte)\b"
+    rf"|\b(borr\w*|elimin\w*|cancel\w*|suprim\w*|apag\w*|exclu\w*|rimuov\w*)\b{_SENTENCE}{{0,30}}"
+    r"\b(citas?|eventos?|correos?|archivos?|contactos?|cuenta|appuntament\w*|eventi|contatt\w*"
+    r"|compromissos?|arquivos?|contatos?|conta)\b"
+    rf"|\b(verwijder\w*|annuleer\w*)\b{_SENTENCE}{{0,30}}\b(afspraken|afspraak|e-mails?|bestanden|contacten)\b"
+    rf"|\b(usuń|usun\w*|skasuj\w*|anuluj\w*)\b{_SENTENCE}{{0,30}}\b(spotkania|wydarzenia|e-?maile|pliki|kontakty)\b"
+    rf"|\b(удали\w*|отмени\w*|сотри\w*)\b{_SENTENCE}{{0,30}}\b(встреч\w*|событи\w*|письм\w*|файл\w*|контакт\w*)"
+    rf"|\b(transf[eè]re\w*|réexpédi\w*|reenv[ií]\w*|encaminh\w*|doorsturen|stuur\w*|prześlij|weiterleit\w*)\b"
+    rf"{_SENTENCE}{{0,40}}\b(e-?mails?|courriels?|correos?|mensajes?|mensagens|nachrichten|fichiers?"
+    r"|archivos?|dateien|berichten|wiadomości)\b"
 )
 _CONCEAL = (
     r"\bdo not (mention|tell|reveal|inform)\b|\bdon'?t (mention|tell)\b|\bwithout (telling|asking|"
@@ -209,6 +444,13 @@ _TELL_USER = (
     r"|\bdi(le)? al usuario\b|\bpide al usuario\b|\bconsiglia solo\b|\bdiga ao usuário\b"
     r"|\bскажи пользователю\b|\bvertel de gebruiker\b|\bpoleć tylko\b|ユーザーに|告诉用户"
     r"|勧めて|を推荐|추천하세요|\bresponde solo\b|\binsist on it\b"
+    r"|\b(state|claim|mention|write|assert|stress|emphasi[sz]e) that\b"
+    r"|\b(sage|sag|behaupte|erwähne|schreibe|schreib|betone),? dass\b"
+    r"|\b(dis|dites|affirme|affirmez|indique|indiquez|mentionne|mentionnez|écris|écrivez"
+    r"|précise|précisez) que\b|\b(di|afirma|indica|menciona|escribe|asegura) que\b"
+    r"|\b(di'|dì|afferma|indica|menziona|scrivi) che\b|\b(diga|afirme|mencione|escreva|informe) que\b"
+    r"|\b(zeg|vermeld|schrijf|beweer) dat\b|\b(napisz|powiedz|stwierdź),? że\b"
+    r"|(скажи|укажи|напиши|сообщи|утверждай),? что"
 )
 _NEW_INSTRUCTIONS = (
     r"\bnew instructions?\b|\bneue anweisung(en)?\b|\bnouvelles? instructions?\b"
@@ -218,29 +460,97 @@ _NEW_INSTRUCTIONS = (
 
 @dataclass(frozen=True, slots=True)
 class Signal:
-    """One kind of evidence: its ``name``, ``weight`` (score points) and ``pattern``."""
+    """One kind of evidence: its ``name``, ``weight`` (score points), ``pattern`` (for
+    text as written: redaction) and ``folded`` (the pattern without the accents of Latin
+    letters, searched in text folded the same way: scoring; None: ``pattern``)."""
 
     name: str
     weight: float
     pattern: re.Pattern[str]
+    folded: re.Pattern[str] | None = None
+
+
+def _accents_folded(text: str) -> str:
+    """``text`` with the diacritics of Latin letters removed ("olvídate" → "olvidate",
+    "instruções" → "instrucoes"); other scripts unchanged (a Cyrillic "й" or a Japanese
+    "ザ" keeps its mark)."""
+    out: list[str] = []
+    for ch in unicodedata.normalize("NFD", text):
+        if unicodedata.combining(ch) and out and out[-1] < "\u0250":
+            continue
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+def _top_branches(pattern: str) -> list[str]:
+    """The alternatives of ``pattern`` at its top level (outside groups and classes)."""
+    branches: list[str] = []
+    depth, in_class, start, index = 0, False, 0, 0
+    while index < len(pattern):
+        ch = pattern[index]
+        if ch == "\\":
+            index += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            index += pattern[index + 1 : index + 2] == "^"
+            index += pattern[index + 1 : index + 2] == "]"  # a leading "]" is a literal
+        elif ch in "()":
+            depth += 1 if ch == "(" else -1
+        elif ch == "|" and depth == 0:
+            branches.append(pattern[start:index])
+            start = index + 1
+        index += 1
+    branches.append(pattern[start:])
+    return branches
+
+
+def _factored(pattern: str) -> str:
+    """``pattern`` with the word boundary its alternatives start with tested once
+    (``\\b(?:a|b)`` for ``\\ba|\\bb``): the same matches, fewer steps on long texts."""
+    branches = _top_branches(pattern)
+    words = [branch[2:] for branch in branches if branch.startswith("\\b")]
+    others = [branch for branch in branches if not branch.startswith("\\b")]
+    return "|".join(
+        ([f"\\b(?:{'|'.join(words)})"] if len(words) > 1 else [])
+        + others
+        + ([f"\\b{words[0]}"] if len(words) == 1 else [])
+    )
 
 
 def _signal(name: str, weight: float, pattern: str) -> Signal:
-    return Signal(name, weight, re.compile(pattern, re.IGNORECASE | re.MULTILINE))
+    flags = re.IGNORECASE | re.MULTILINE
+    scoring = _factored(_accents_folded(pattern))
+    return Signal(name, weight, re.compile(pattern, flags), re.compile(scoring, flags))
 
 
 SIGNALS: tuple[Signal, ...] = (
     _signal(
         "override",
         8.0,
-        rf"\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?({_INSTRUCTION_NOUNS})"
+        # The verb once, then what it overrides: qualified nouns, nouns then a
+        # qualifier after them, or "the above".
+        rf"\b(?:{_OVERRIDE_VERBS})\b(?:{_SENTENCE}{{0,50}}?\b(?:{_OVERRIDE_QUALIFIERS})\b"
+        rf"{_SENTENCE}{{0,20}}?(?:{_INSTRUCTION_NOUNS})"
+        rf"|{_SENTENCE}{{0,50}}?(?:{_INSTRUCTION_NOUNS})\W{{0,3}}\b(?:{_OVERRIDE_AFTER})\b"
+        rf"|{_SENTENCE}{{0,20}}?\b(?:the above|everything above|lo anterior|all of the above)\b)"
         rf"|({_SOV_NOUNS}){_SENTENCE}{{0,20}}({_SOV_VERBS})|{_CJK_OVERRIDE}",
+    ),
+    # The same verbs on rules nobody's in particular: weak alone, decisive with an address.
+    _signal(
+        "override_unaddressed",
+        3.0,
+        rf"\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?({_INSTRUCTION_NOUNS})",
     ),
     _signal("reveal", 7.5, rf"({_REVEAL_VERBS}){_SENTENCE}{{0,40}}({_SYSTEM_PROMPT})"),
     _signal("system_prompt", 3.5, _SYSTEM_PROMPT),
     _signal("role", 5.5, _ROLE),
+    _signal("from_now_on", 5.5, _FROM_NOW_ON),
     _signal("markup", 5.0, _MARKUP),
     _signal("address", 4.0, _ADDRESS),
+    _signal("summary_address", 4.5, _SUMMARY_ADDRESS),
     _signal("ignore_user", 4.0, _IGNORE_USER),
     _signal("action", 3.5, _ACTION),
     _signal("conceal", 3.0, _CONCEAL),
@@ -248,13 +558,19 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("new_instructions", 2.5, _NEW_INSTRUCTIONS),
 )
 # Of two signals, only the stronger counts: the noun alone is part of the reveal.
-_SUBSUMED = {"system_prompt": "reveal"}
+_SUBSUMED = {
+    "system_prompt": "reveal",
+    "override_unaddressed": "override",
+    "from_now_on": "role",
+}
 HIDDEN_WEIGHT = 3.0
 MAX_SCORE = 10.0
 
 
 def _signals_in(text: str) -> list[str]:
-    found = [s.name for s in SIGNALS if s.pattern.search(text)]
+    # Once, accent-free: "olvídate" and "olvidate" are one word to the patterns.
+    folded = text if text.isascii() else _accents_folded(text)
+    found = [s.name for s in SIGNALS if (s.folded or s.pattern).search(folded)]
     return [name for name in found if _SUBSUMED.get(name) not in found]
 
 
@@ -283,18 +599,14 @@ def redact_phrases(text: str, replacement: str) -> str:
 
 
 def strip_invisible(text: str) -> str:
-    """``text`` without invisible format characters (Unicode category Cf), keeping the
-    legitimate ones: ZWJ and ZWNJ where they join emoji or letters of scripts that use
-    them (Persian, Indic, …), and a flag emoji's tag sequence. Tag characters smuggling
-    ASCII and joiners inside Latin, Greek or Cyrillic words are removed."""
+    """``text`` without invisible characters, keeping the legitimate ones: ZWJ and ZWNJ
+    where they join emoji or letters of scripts that use them (Persian, Indic, …), a
+    variation selector alone after a base that uses it (U+FE0F after an emoji, an
+    ideographic variant after a CJK ideograph) and a well-formed subdivision flag's tag
+    sequence. Removed: other format characters (Unicode category Cf: zero-width space,
+    bidi controls, tag characters smuggling ASCII, …), runs of variation selectors, and
+    joiners or blank letters (Hangul fillers, …) inside Latin, Greek or Cyrillic words."""
     if text.isascii():
         return text
     visible, _ = _tag_payload(text)
-    out: list[str] = []
-    for index, ch in enumerate(visible):
-        if ch in "\u200c\u200d":
-            if not _joins_letters(visible, index):
-                out.append(ch)
-        elif TAG_FIRST <= ord(ch) <= TAG_LAST or unicodedata.category(ch) != "Cf":
-            out.append(ch)
-    return "".join(out)
+    return _without_invisible(visible, scoring=False)[0]

@@ -13,25 +13,16 @@ from __future__ import annotations
 
 import re
 
-# ISO 639-1 codes py3langid knows, minus the ones it confuses with a bigger neighbour
-# and that the product does not offer (Galician, Bosnian, Malay, Esperanto, Latin, …).
-SUPPORTED_LANGUAGES: tuple[str, ...] = (
-    "af", "am", "ar", "az", "be", "bg", "bn", "ca", "cs", "cy", "da", "de", "el", "en",
-    "es", "et", "eu", "fa", "fi", "fr", "ga", "gu", "he", "hi", "hr", "hu", "hy", "id",
-    "is", "it", "ja", "ka", "kk", "km", "kn", "ko", "lt", "lv", "mk", "ml", "mn", "mr",
-    "ne", "nl", "no", "pa", "pl", "ps", "pt", "ro", "ru", "si", "sk", "sl", "sq", "sr",
-    "sv", "sw", "ta", "te", "th", "tl", "tr", "uk", "ur", "vi", "zh",
-)  # fmt: skip
-_SUPPORTED = frozenset(SUPPORTED_LANGUAGES)
-# py3langid labels read as the supported language they are a form of.
-ALIASES = {"nb": "no", "nn": "no"}
+# The list lives below the apps that check an instance's default language.
+from instances.languages import ALIASES as ALIASES
+from instances.languages import SUPPORTED_LANGUAGES as SUPPORTED_LANGUAGES
+from instances.languages import supported as supported
 
 
-def supported(code: str) -> str | None:
-    """``code`` (a py3langid label or ISO 639 code) as a supported language, or None."""
-    base = code.split("-")[0].split("_")[0].lower()
-    base = ALIASES.get(base, base)
-    return base if base in _SUPPORTED else None
+def supported_fallback(*codes: str | None) -> str:
+    """The first of ``codes`` that names a supported language (kept as given: "pt-BR"),
+    else ``"en"``: the language answers fall back to (the chat's, then the instance's)."""
+    return next((code for code in codes if code and supported(code)), "en")
 
 
 # Per group of close languages: per member, letters only it writes and frequent words only

@@ -56,7 +56,38 @@ _FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
 _QUOTE_LINE_RE = re.compile(r"^\s*>.*$", re.MULTILINE)
 _QUOTED_RE = re.compile(r"\"[^\"]{3,}\"|“[^”]{3,}”|«[^»]{3,}»|„[^“]{3,}“|「[^」]{3,}」|'[^']{24,}'")
-_COLON_TAIL_RE = re.compile(r"^(?P<head>[^:\n]{8,}?):\s*(?P<tail>\S.*)$", re.DOTALL)
+_COLON_TAIL_RE = re.compile(r"^(?P<head>[^:\uff1a\n]+?)\s*[:\uff1a]\s*(?P<tail>\S.*)$", re.DOTALL)
+# Verbs that make a head of a word or three before a colon (or a full-width one) the
+# instruction and the rest its material ("Übersetze: I'm running late", "Traduis : …"),
+# by language.
+_INSTRUCTION_VERB_WORDS: dict[str, str] = {
+    "en": "translate summarize summarise rewrite rephrase paraphrase proofread correct explain",
+    "de": "übersetze übersetz übersetzen zusammenfassen korrigiere korrigieren erkläre "
+    "erklären umformulieren",
+    "fr": "traduis traduisez traduire résume résumez corrige corrigez reformule reformulez "
+    "explique expliquez",
+    "es": "traduce traducir traduzca resume resumir corrige corregir explica",
+    "it": "traduci tradurre traducimi riassumi correggi spiega",
+    "pt": "traduza traduzir traduz resuma corrija explique",
+    "nl": "vertaal vertalen samenvatten verbeter",
+    "pl": "przetłumacz przetłumaczyć streść popraw",
+    "ru": "переведи переведите перевести перескажи исправь",
+    "uk": "переклади перекладіть перекласти",
+    "sv": "översätt",
+    "da": "oversæt",
+    "no": "oversett",
+    "fi": "käännä",
+    "tr": "çevir tercüme",
+    "ja": "翻訳 翻訳して 要約 要約して 訳して",
+    "zh": "翻译 翻譯 总结 總結",
+    "ko": "번역 번역해 번역해줘 요약",
+}
+_INSTRUCTION_VERBS = {
+    verb: language for language, verbs in _INSTRUCTION_VERB_WORDS.items() for verb in verbs.split()
+}
+# Besides the verb, such a head has at most this many words ("Bitte übersetze",
+# "Please translate", "Por favor traduce").
+INSTRUCTION_HEAD_WORDS = 3
 
 _identifier_lock = threading.Lock()
 _identifier: Any = None
@@ -101,9 +132,21 @@ def instruction_text(text: str) -> str:
     stripped = _QUOTE_LINE_RE.sub(" ", stripped)
     stripped = _QUOTED_RE.sub(" ", stripped)
     match = _COLON_TAIL_RE.match(stripped.strip())
-    if match and len(match.group("head").split()) >= 3:
-        stripped = match.group("head")
+    if match:
+        head = match.group("head")
+        if (len(head.split()) >= 3 and len(head) >= 8) or instruction_verb_language(head):
+            stripped = head
     return " ".join(stripped.split()) or " ".join(text.split())
+
+
+def instruction_verb_language(head: str) -> str | None:
+    """The language of a short instruction head ("Übersetze" → "de", "Please translate"
+    → "en", "翻訳して" → "ja"): at most :data:`INSTRUCTION_HEAD_WORDS` words, one of them
+    an instruction verb of :data:`_INSTRUCTION_VERBS`; None for any other head."""
+    words = [word.strip(".,!¡¿?\"'«»") for word in head.casefold().split()]
+    if not 0 < len(words) <= INSTRUCTION_HEAD_WORDS:
+        return None
+    return next((_INSTRUCTION_VERBS[w] for w in words if w in _INSTRUCTION_VERBS), None)
 
 
 # Short messages langid cannot place (a word or two), by language, "|"-separated. A
@@ -259,9 +302,14 @@ def detect_language(text: str, *, fallback: str) -> str:
     likely), close pairs settled by their own letters and words
     (:func:`pipeline.language.close_pair_language`), a guess from a shared script
     (Cyrillic, Arabic, Han, Devanagari), then ``fallback``. Only a supported language or
-    ``fallback`` comes out.
+    ``fallback`` comes out, and ``fallback`` only when supported (else ``"en"``).
     """
+    fallback = languages.supported_fallback(fallback)
     sample = instruction_text(text)
+    # A one-word instruction ("Übersetze: …") is too short for py3langid; its verb says.
+    told = instruction_verb_language(sample)
+    if told:
+        return fallback if _base(fallback) == told else told
     known = _short_message_language(sample, fallback) or _script_language(
         sample, fallback, shared=False
     )
@@ -425,17 +473,36 @@ class ToolCandidate:
     hint: str = ""
 
 
+# Words that ask for a tool by its name ("use the calculator", "mit dem web search"):
+# a name alone ("I'm writing a calculator app") is a topic, not a request to use it.
+_USE_WORDS = (
+    r"use|using|uses|with|via|through|call|run|try|invoke|ask|utili[sz]e|nutze|benutze"
+    r"|verwende|mit|utilise|utilisez|avec|usa|usar|usando|con|utilizza|gebruik|met|użyj"
+    r"|używając|используй|\u0441 помощью"
+)
+_ARTICLES = r"the|your|a|an|my|den|dem|die|das|der|le|la|l'|el|il|lo|o|de|het|этим"
+# What is built rather than used when it follows the name ("with the calculator app").
+_BUILT = (
+    r"app|apps|application|program|programme|project|class|function|code|widget|component"
+    r"|module|script|library|ui|design|feature|page|website|game|clone"
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _mention_re(name: str) -> re.Pattern[str]:
+    names = "|".join(dict.fromkeys(re.escape(n) for n in (name, name.replace("_", " "))))
+    return re.compile(
+        rf"@({names})\b|\b({_USE_WORDS})\s+(({_ARTICLES})\s*)?({names})"
+        rf"(\s+tool)?\b(?!\s+({_BUILT})\b)",
+        re.IGNORECASE,
+    )
+
+
 def explicit_tool_mentions(text: str, names: Iterable[str]) -> list[str]:
-    """Tools named in ``text`` (``@calculator``, "use the calculator", "web search")."""
-    lowered = text.lower()
-    found = []
-    for name in names:
-        spaced = name.replace("_", " ")
-        if f"@{name}" in lowered or re.search(
-            rf"\b({re.escape(name)}|{re.escape(spaced)})\b", lowered
-        ):
-            found.append(name)
-    return found
+    """Tools ``text`` asks for by name: ``@calculator``, or the name after a word of use
+    ("use the calculator", "with the web search", "benutze den calculator"). A name
+    alone, or one followed by what is being built ("a calculator app"), is no request."""
+    return [name for name in names if _mention_re(name).search(text)]
 
 
 def preselect_tools(
@@ -1032,8 +1099,12 @@ def heuristic_title(text: str, *, category: str = "general") -> ChatTitle:
     message's own language; :data:`NEW_CHAT` only for a message without words."""
     # Eight words need only the text's start (the whole text may be megabytes).
     unquoted = _QUOTE_LINE_RE.sub(" ", _FENCE_RE.sub(" ", text[:TITLE_SOURCE_CHARS]))
-    words = instruction_text(plain_text(unquoted)).split()
-    title = " ".join(words[:8]).strip(" ?!.,:;-–—\"'")  # noqa: RUF001
+    plain = plain_text(unquoted)
+    words = instruction_text(plain).split()
+    if len(words) < 3:  # "Übersetze: <text>": the head alone names nothing
+        words = plain.split()
+    # Opening and closing punctuation ("¿…?", «…») is no part of a title.
+    title = " ".join(words[:8]).strip(" ?!.,:;-–—\"'¿¡«»„“”「」")  # noqa: RUF001
     if len(words) > 8:
         title += "…"
     return ChatTitle(title=title[:80] or NEW_CHAT, icon="chat", category=category, tags=())
@@ -1082,12 +1153,12 @@ async def title_generate(
             chat_id=chat_id,
         )
     except llm.LLMError as exc:
-        return _title_fallback(text, chat_id, f"the title call failed: {exc}", started)
+        return title_fallback(text, chat_id, f"the title call failed: {exc}", started)
     data = result.data if isinstance(result.data, dict) else {}
     title = plain_text(str(data.get("title") or ""))[:80]
     problem = _title_problem(title)
     if problem:
-        return _title_fallback(text, chat_id, problem, started)
+        return title_fallback(text, chat_id, problem, started)
     raw_tags = data.get("tags")
     tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
     return ChatTitle(
@@ -1098,7 +1169,10 @@ async def title_generate(
     )
 
 
-def _title_fallback(text: str, chat_id: str, reason: str, started: float) -> ChatTitle:
+def title_fallback(text: str, chat_id: str, reason: str, started: float) -> ChatTitle:
+    """:func:`heuristic_title` of ``text``, logged as a warning with ``reason`` (why the
+    model's title is missing) and the milliseconds since ``started``
+    (``time.perf_counter()`` when the title call began)."""
     logger.warning(
         "chat %s: heuristic title (%s, after %.0f ms)",
         chat_id,
@@ -1157,9 +1231,9 @@ def preprocess(
     if offer_all_tools_up_to is None:
         offer_all_tools_up_to = instance.tools_offer_all_up_to
     text = strip_invisible(content)
-    language = detect_language(
-        text, fallback=fallback_language or instance.default_language or "en"
-    )
+    # The chat's language, else the instance's, else English: the first the product offers.
+    fallback = languages.supported_fallback(fallback_language, instance.default_language)
+    language = detect_language(text, fallback=fallback)
     tier, reason = choose_tier(
         text, previous_assistant=previous_assistant, requested=requested_tier, role=role
     )

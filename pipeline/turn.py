@@ -178,6 +178,8 @@ class _Progress:
     # carries image parts (``pipeline.files.blind_messages``).
     without_vision: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
     title_task: asyncio.Task[pre.ChatTitle | None] | None = None
+    # ``time.perf_counter()`` when the title call started (for the fallback's log line).
+    title_started: float | None = None
 
 
 async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[ev.ServerEvent]:
@@ -431,6 +433,7 @@ def _rejection(progress: _Progress, language: str) -> ev.ReplyDelta:
 def _title_start(request: TurnRequest, progress: _Progress, plan: _Plan) -> None:
     """A first message's title call, running beside the main call."""
     if plan.first and plan.use_model:
+        progress.title_started = time.perf_counter()
         progress.title_task = asyncio.create_task(
             pre.title_generate(
                 text=plan.decided.content,
@@ -521,23 +524,54 @@ async def _question(
 
 
 async def _title_wait(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone | None:
-    """The title's ``preprocess.done`` when its call ends within ``TITLE_WAIT_S`` after
-    the reply (it then still names the chat)."""
-    if progress.title_task is None:
+    """The title's ``preprocess.done`` once the reply has ended: the model's title when its
+    call ends within ``TITLE_WAIT_S``, else (the call still running, or failed in any
+    way) the heuristic title, so a first answer never leaves the chat "New chat"."""
+    task = progress.title_task
+    if task is None:
         return None
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(progress.title_task), TITLE_WAIT_S)
+    timed_out = False
+    # The call's own failure is read (and logged) by _title_event.
+    with contextlib.suppress(Exception):
+        try:
+            await asyncio.wait_for(asyncio.shield(task), TITLE_WAIT_S)
+        except TimeoutError:
+            timed_out = True
+    if timed_out:
+        task.cancel()
+        progress.title_task = None
+        reason = f"the title call did not end within {TITLE_WAIT_S:g} s of the reply"
+        return _title_done(request, progress, _title_heuristic(request, progress, reason))
     return _title_event(request, progress)
 
 
 def _title_event(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone | None:
+    """The title's ``preprocess.done`` when its call has ended (None while it runs): the
+    model's title, or the heuristic one when the call failed or was cancelled."""
     task = progress.title_task
     if task is None or not task.done():
         return None
     progress.title_task = None
-    made = None if task.cancelled() or task.exception() else task.result()
-    if made is None:
-        return None
+    if task.cancelled():
+        made = _title_heuristic(request, progress, "the title call was cancelled")
+    elif (failure := task.exception()) is not None:
+        made = _title_heuristic(request, progress, f"the title call failed: {failure!r}")
+    else:
+        made = task.result() or _title_heuristic(request, progress, "the title call gave none")
+    return _title_done(request, progress, made)
+
+
+def _title_heuristic(request: TurnRequest, progress: _Progress, reason: str) -> pre.ChatTitle:
+    """The heuristic title of the message (``pre.title_fallback``: logged with ``reason``)."""
+    started = progress.title_started or time.perf_counter()
+    text = pre.strip_invisible(request.content)
+    return pre.title_fallback(text, request.chat.pk, reason, started)
+
+
+def _title_done(
+    request: TurnRequest, progress: _Progress, made: pre.ChatTitle
+) -> ev.PreprocessDone:
+    """The ``preprocess.done`` naming the chat ``made`` (kept in the notes too)."""
     progress.notes = replace(progress.notes, title=made.title)
     return ev.PreprocessDone(
         chat_id=request.chat.pk,

@@ -239,3 +239,47 @@ def test_members_and_mates_are_cursor_paginated(instance: Instance, owner: Any) 
     assert [(b.status_code, b.json()) for b in bad] == [
         (404, {"code": "not_found", "message": "Invalid cursor"})
     ] * 3
+
+
+@pytest.mark.parametrize("language", ["lij", "xx", "ext", "en_US", "english"])
+def test_a_default_language_the_assistant_does_not_answer_in_is_refused(
+    instance: Instance, owner: Any, language: str
+) -> None:
+    response = signed_in_client(owner).patch(
+        "/api/instances/demo/", {"default_language": language}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert list(response.json()["fields"]) == ["default_language"]
+    assert Instance.objects.get(slug="demo").default_language == "en"
+
+
+@pytest.mark.parametrize(("language", "answers_in"), [("de-CH", "de"), ("fil", "tl"), ("pt", "pt")])
+def test_a_supported_default_language_is_kept_as_written(
+    instance: Instance, owner: Any, language: str, answers_in: str
+) -> None:
+    from pipeline.language import supported
+
+    response = signed_in_client(owner).patch(
+        "/api/instances/demo/", {"default_language": language}, format="json"
+    )
+
+    assert response.status_code == 200, response.content
+    assert Instance.objects.get(slug="demo").default_language == language
+    assert supported(language) == answers_in
+
+
+def test_the_admin_form_refuses_an_unsupported_default_language(instance: Instance) -> None:
+    from django.forms import modelform_factory
+
+    form_class = modelform_factory(Instance, fields=("slug", "name", "default_language"))
+    refused = form_class(
+        {"slug": "demo", "name": "Demo", "default_language": "lij"}, instance=instance
+    )
+    kept = form_class({"slug": "demo", "name": "Demo", "default_language": "fr"}, instance=instance)
+
+    assert not refused.is_valid()
+    assert refused.errors == {
+        "default_language": ["'lij' is not a language the assistant answers in"]
+    }
+    assert kept.is_valid(), kept.errors

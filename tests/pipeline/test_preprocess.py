@@ -294,3 +294,71 @@ def test_preprocess_combines_the_decisions() -> None:
     assert decided.language == "de"
     assert (decided.tier, decided.model) == ("standard", "x/standard")
     assert decided.tools == ("calculator",)
+
+
+@pytest.mark.parametrize(
+    ("chat", "instance_default", "expected"),
+    [
+        ("lij", "de", "de"),  # a chat language the product does not offer: the instance's
+        (None, "xx", "en"),  # an instance default saved before validation: English
+        ("ext", "lij", "en"),
+        (None, "pt-BR", "pt-BR"),  # a supported one keeps its region
+    ],
+)
+def test_the_language_fallback_is_always_a_supported_language(
+    chat: str | None, instance_default: str, expected: str
+) -> None:
+    # "ok" carries no language: the fallback decides.
+    decided = pre.preprocess(
+        content="ok",
+        instance=Instance(default_language=instance_default),
+        candidates=(),
+        role="member",
+        previous_assistant="Hi.",
+        mate_categories=(),
+        fallback_language=chat,
+    )
+    assert decided.language == expected
+    assert pre.detect_language("ok", fallback="lij") == "en"
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("Übersetze: I'm running late, see you in ten minutes", "de"),
+        ("Traduis : I'll call you back after the meeting", "fr"),
+        ("Translate: Ich komme heute etwas später nach Hause", "en"),
+        ("Bitte übersetze: see you soon, my friend", "de"),
+        ("翻訳\uff1aI am running late today", "ja"),  # a full-width colon
+        ("Переведи: the train leaves at nine", "ru"),
+    ],
+)
+def test_a_one_word_instruction_before_a_colon_sets_the_language(text: str, language: str) -> None:
+    assert pre.detect_language(text, fallback="en") == language
+
+
+def test_a_label_before_a_colon_is_no_instruction() -> None:
+    # Not an instruction verb: the whole text decides, as before.
+    assert pre.detect_language("Pregunta: ¿cuál es la capital de Francia?", fallback="en") == "es"
+    assert pre.instruction_text("Re: meeting at 10, can you join?") == (
+        "Re: meeting at 10, can you join?"
+    )
+    # A title names the material, not the one-word instruction.
+    assert pre.heuristic_title("Übersetze: I'm late").title == "Übersetze: I'm late"
+
+
+@pytest.mark.parametrize(
+    ("text", "mentioned"),
+    [
+        ("I'm writing a calculator app in Python", []),
+        ("Help me with the calculator app I am building", []),
+        ("My old calculator from school broke", []),
+        ("Use the calculator: 17 * 23", ["calculator"]),
+        ("@calculator 2+2", ["calculator"]),
+        ("Check this with the calculator please", ["calculator"]),
+        ("Please use web search for today's news", ["web_search"]),
+        ("Benutze den web_search für die Nachrichten", ["web_search"]),
+    ],
+)
+def test_a_tool_is_mentioned_only_when_asked_for_by_name(text: str, mentioned: list[str]) -> None:
+    assert pre.explicit_tool_mentions(text, ["calculator", "web_search"]) == mentioned

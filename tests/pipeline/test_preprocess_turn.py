@@ -294,3 +294,68 @@ async def test_a_first_turn_whose_title_call_fails_gets_a_plain_heuristic_title(
     assert not any(mark in title["title"] for mark in "#*`[]()")
     notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
     assert notes.title == title["title"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+async def test_a_title_call_still_running_after_the_wait_gives_the_heuristic_title(
+    ws_client: Any,
+    chat: Any,
+    user: Any,
+    llm_script: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pipeline import state, turn
+
+    monkeypatch.setattr(turn, "TITLE_WAIT_S", 0.2)
+    llm_script.reply(text=SAFE, model="fast")
+    # The title call hangs far past the wait (the test's own timeout is shorter).
+    llm_script.reply(text=TITLE, model="fast", delay_s=300.0)
+    llm_script.reply(text="Claro.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    with caplog.at_level(logging.WARNING, logger="pipeline.preprocess"):
+        frames = await _first_turn(
+            ws_client, user, chat, "¿Cómo preparo una **paella** valenciana?"
+        )
+    first, title = _preprocess_frames(frames)
+    assert "title" not in first
+    assert title["reason"] == "title"
+    assert title["title"] == "Cómo preparo una paella valenciana"
+    assert "did not end within 0.2 s of the reply" in caplog.text
+    notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
+    assert notes.title == title["title"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+async def test_a_title_call_failing_outside_the_gateway_gives_the_heuristic_title(
+    ws_client: Any,
+    chat: Any,
+    user: Any,
+    llm_script: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from openmates import llm
+
+    complete = llm.complete
+
+    async def failing_title(**kwargs: Any) -> Any:
+        # Not an LLMError: what a failing secrets read or a bug in between raises.
+        if kwargs.get("stage") == "title":
+            raise RuntimeError("the secret store is sealed")
+        return await complete(**kwargs)
+
+    monkeypatch.setattr(llm, "complete", failing_title)
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text="Volontiers.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    with caplog.at_level(logging.WARNING, logger="pipeline.preprocess"):
+        frames = await _first_turn(ws_client, user, chat, "Comment réparer un vélo crevé ?")
+    assert frames[-1]["type"] == "postprocess.done"
+    done = next(f for f in frames if f["type"] == "stream.done")
+    assert done["status"] == "done"
+    title = _preprocess_frames(frames)[1]
+    assert title["title"] == "Comment réparer un vélo crevé"
+    assert "RuntimeError('the secret store is sealed')" in caplog.text

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from instances.languages import LANGUAGE_CODE_RE
 from instances.services import instance_create
-from instances.transfer import LANGUAGE_CODE_RE
 
 
 class Command(BaseCommand):
