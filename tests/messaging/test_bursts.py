@@ -25,7 +25,12 @@ from messaging.adapters.telegram import SECRET_HEADER, webhook_secret
 from messaging.manager import ChannelManager
 from messaging.models import ChannelConversation
 from openmates.redis_client import async_client
-from tests.messaging.conftest import TELEGRAM_TOKEN, script_turn, wait_calls
+from tests.messaging.conftest import (
+    TELEGRAM_TOKEN,
+    LeadGate,
+    SendGate,
+    script_turn,
+)
 from tests.messaging.platform import PlatformServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,10 +113,13 @@ async def test_one_burst_over_two_processes_is_one_turn_with_both_texts_in_order
     telegram_channel: ChannelConfig,
     llm_script: Any,
     settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings.MESSAGING_BURST_S = 0.5
     await manager.reconcile()
     await other.reconcile()
+    # The leader looks only once all are posted, however slowly the posts go.
+    gate = LeadGate(manager.adapters[telegram_channel.pk].desk, monkeypatch)
     script_turn(llm_script, "One answer.")
 
     statuses = [
@@ -119,6 +127,7 @@ async def test_one_burst_over_two_processes_is_one_turn_with_both_texts_in_order
         await _post(other, telegram_channel, _update(2, "second")),
         await _post(manager, telegram_channel, _update(2, "second")),  # redelivered elsewhere
     ]
+    gate.open()
     await _idle(manager, other)
 
     assert statuses == [200, 200, 200]
@@ -239,19 +248,31 @@ async def test_a_message_to_another_process_while_the_turn_runs_is_the_next_turn
     telegram_channel: ChannelConfig,
     llm_script: Any,
     settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings.MESSAGING_BURST_S = 0.2
     await manager.reconcile()
     await other.reconcile()
+    leader = manager.adapters[telegram_channel.pk]
+    gate = SendGate(leader, monkeypatch)  # the first turn runs until the gate opens
     script_turn(llm_script, "First answer.")
     await _post(manager, telegram_channel, _update(30, "first"))
-    await wait_calls(platform, "sendChatAction")  # its turn runs
+    await gate.wait_reached()
     script_turn(llm_script, "Queued answer.", first=False)
 
     await _post(other, telegram_channel, _update(31, "meanwhile"))
     await _post(other, telegram_channel, _update(32, "and this"))
+    (line,) = await bursts.lines_waiting(telegram_channel.pk)
+    during = (
+        dict(other.adapters[telegram_channel.pk].desk.workers),
+        leader.desk.turns_started,
+        await async_client().exists(line.key("leader")),
+        _main_texts(llm_script),
+    )
+    gate.open()
     await _idle(manager, other)
 
+    assert during == ({}, 1, 1, ["first"])
     assert _main_texts(llm_script) == ["first", "meanwhile\n\nand this"]
     assert [c.params["text"] for c in platform.of("sendMessage")] == [
         "First answer.",
@@ -342,27 +363,31 @@ async def test_a_burst_waits_at_most_the_maximum_after_its_first_message(
     llm_script: Any,
     settings: Any,
 ) -> None:
-    settings.MESSAGING_BURST_S = 0.3
-    settings.MESSAGING_BURST_MAX_S = 0.6
+    # A burst of 30 s would outlast the test: only the cap of 1 s can end it while a
+    # message follows every 0.1 s.
+    settings.MESSAGING_BURST_S = 30.0
+    settings.MESSAGING_BURST_MAX_S = 1.0
     await manager.reconcile()
     script_turn(llm_script, "Capped.")
     script_turn(llm_script, "Rest.", first=False)
 
-    # A message every 0.1 s would extend a burst of 0.3 s forever without the cap: they
-    # go on until the first turn runs, and one more follows.
+    # Messages go on until the first turn runs, and one more follows.
     sent = []
-    for update_id in range(100, 140):
+    started = asyncio.get_running_loop().time()
+    for update_id in range(100, 400):
         await _post(manager, telegram_channel, _update(update_id, f"m{update_id}"))
         sent.append(f"m{update_id}")
         if platform.of("sendChatAction"):
             break
         await asyncio.sleep(0.1)
-    await _post(manager, telegram_channel, _update(140, "m140"))
-    sent.append("m140")
+    capped_after_s = asyncio.get_running_loop().time() - started
+    await _post(manager, telegram_channel, _update(400, "m400"))
+    sent.append("m400")
     await _idle(manager)
 
     first, second = _main_texts(llm_script)
-    assert 2 <= len(first.split("\n\n")) < 15
+    assert platform.of("sendChatAction")
+    assert capped_after_s < settings.MESSAGING_BURST_S
     assert f"{first}\n\n{second}".split("\n\n") == sent
     assert [c.params["text"] for c in platform.of("sendMessage")] == ["Capped.", "Rest."]
 

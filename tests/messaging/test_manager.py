@@ -22,7 +22,14 @@ from instances.services import channel_config_set
 from messaging.adapters.telegram import SECRET_HEADER, TelegramAdapter, webhook_secret
 from messaging.manager import ChannelManager, connection_test, default_factories
 from messaging.models import ChannelState
-from tests.messaging.conftest import SLACK_SECRET, TELEGRAM_TOKEN, script_turn, wait_calls
+from tests.messaging.conftest import (
+    SLACK_SECRET,
+    TELEGRAM_TOKEN,
+    LeadGate,
+    SendGate,
+    script_turn,
+    wait_calls,
+)
 from tests.messaging.platform import PlatformServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -211,21 +218,30 @@ async def test_a_burst_is_one_turn_and_a_message_during_a_turn_waits_for_it(
     telegram_channel: ChannelConfig,
     llm_script: Any,
     settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings.MESSAGING_BURST_S = 0.3
     await manager.reconcile()
     adapter = manager.adapters[telegram_channel.pk]
+    lead = LeadGate(adapter.desk, monkeypatch)  # the three are waiting when the leader looks
+    answer = SendGate(adapter, monkeypatch)  # the merged turn runs until this opens
     script_turn(llm_script, ["Merged ", "answer."])
     llm_script.requests.clear()
 
     for update_id, text in enumerate(["first", "second", "third"], start=60):
         await _post(telegram_channel, _update(update_id, text))
-        await asyncio.sleep(0.05)
-    await wait_calls(platform, "sendChatAction")  # the merged turn runs
+    lead.open()
+    await answer.wait_reached()  # the merged turn runs
     script_turn(llm_script, "Queued answer.", first=False)
     await _post(telegram_channel, _update(70, "while you type"))
+    during = (
+        [r.messages[-1]["content"] for r in llm_script.requests if r.model == "standard"],
+        adapter.desk.turns_started,
+    )
+    answer.open()
     await adapter.desk.idle()
 
+    assert during == (["first\n\nsecond\n\nthird"], 1)
     mains = [r for r in llm_script.requests if r.model == "standard"]
     assert [m.messages[-1]["content"] for m in mains] == [
         "first\n\nsecond\n\nthird",
