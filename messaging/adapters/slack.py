@@ -20,7 +20,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from messaging.adapters.base import AdapterError, ChannelAdapter, Inbound, first_delivery
+from messaging.adapters.base import AdapterError, ChannelAdapter, Inbound, delivery_seen
 from messaging.markup import slack_sections
 
 # Shown on the user's message while the answer is written (bots cannot send "typing").
@@ -84,7 +84,7 @@ class SlackAdapter(ChannelAdapter):
             return
         if not isinstance(event, dict):
             return
-        if not await first_delivery(config_id=self.config_id, delivery_id=event_id):
+        if await delivery_seen(config_id=self.config_id, delivery_id=event_id):
             return
         inbound = self._inbound(event, team=str(payload.get("team_id", "")))
         if inbound is not None:

@@ -34,7 +34,7 @@ from messaging.adapters.base import (
     AdapterError,
     ChannelAdapter,
     Inbound,
-    first_delivery,
+    delivery_seen,
     redact,
 )
 from messaging.markup import telegram_messages
@@ -141,7 +141,7 @@ class TelegramAdapter(ChannelAdapter):
         update_id = payload.get("update_id")
         if not isinstance(update_id, int):
             return
-        if not await first_delivery(config_id=self.config_id, delivery_id=f"u{update_id}"):
+        if await delivery_seen(config_id=self.config_id, delivery_id=f"u{update_id}"):
             return
         update = Update.de_json(dict(payload), self.bot)
         inbound = self._inbound(update.message) if update.message else None

@@ -20,7 +20,7 @@ from chats.models import Chat, Message
 from chats.services import sealed_text_open
 from instances.models import ChannelConfig
 from messaging import bursts, runtime
-from messaging.adapters.base import Desk
+from messaging.adapters.base import Desk, seen_key
 from messaging.adapters.telegram import SECRET_HEADER, webhook_secret
 from messaging.manager import ChannelManager
 from messaging.models import ChannelConversation
@@ -425,3 +425,53 @@ async def test_an_update_that_could_not_be_queued_is_taken_when_redelivered(
     assert (failed.status_code, redelivered) == (500, 200)
     assert _main_texts(llm_script) == ["are you there"]
     assert [c.params["text"] for c in platform.of("sendMessage")] == ["Got it the second time."]
+
+
+async def test_a_process_dying_before_the_append_leaves_the_update_to_its_redelivery(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    telegram_channel: ChannelConfig,
+    llm_script: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await manager.reconcile()
+    adapter = manager.adapters[telegram_channel.pk]
+    real_append = bursts.append
+    seen = seen_key(config_id=telegram_channel.pk, delivery_id="u80")
+
+    async def dying_append(*args: Any, **kwargs: Any) -> int:
+        raise asyncio.CancelledError  # the process is stopped between dedup and queueing
+
+    monkeypatch.setattr(bursts, "append", dying_append)
+    with pytest.raises(asyncio.CancelledError):
+        await adapter.handle(_update(80, "do not lose me"))
+    marked_after_dying = await async_client().exists(seen)
+    monkeypatch.setattr(bursts, "append", real_append)
+    script_turn(llm_script, "Not lost.")
+
+    await adapter.handle(_update(80, "do not lose me"))  # Telegram redelivers it
+    await adapter.handle(_update(80, "do not lose me"))  # and once more
+    await _idle(manager)
+
+    assert marked_after_dying == 0
+    assert await async_client().exists(seen) == 1
+    assert _main_texts(llm_script) == ["do not lose me"]
+    assert [c.params["text"] for c in platform.of("sendMessage")] == ["Not lost."]
+
+
+async def test_an_append_marks_its_update_seen_and_refuses_a_seen_one(
+    platform: PlatformServer, telegram_channel: ChannelConfig
+) -> None:
+    line = bursts.Line(config_id=telegram_channel.pk, line="9:/9")
+    seen = seen_key(config_id=telegram_channel.pk, delivery_id="u90")
+
+    first = await bursts.append(line, '{"n": 1}', token="a", ttl_s=60, seen_key=seen)
+    again = await bursts.append(line, '{"n": 1}', token="b", ttl_s=60, seen_key=seen)
+    other = await bursts.append(line, '{"n": 2}', token="c", ttl_s=60, seen_key=f"{seen[:-3]}u91")
+
+    assert (first, again, other) == (bursts.LEADING, bursts.DUPLICATE, bursts.QUEUED)
+    assert await async_client().lrange(line.key("pending"), 0, -1) == [b'{"n": 1}', b'{"n": 2}']
+    assert 0 < await async_client().pttl(seen) <= 60_000
+    await async_client().delete(
+        *(line.key(p) for p in ("pending", "times", "leader")), line.index, seen
+    )
