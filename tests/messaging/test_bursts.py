@@ -403,7 +403,7 @@ async def test_an_update_that_could_not_be_queued_is_taken_when_redelivered(
     real_append = bursts.append
     failures = [redis.ConnectionError("Redis went away")]
 
-    async def append_once_failing(*args: Any, **kwargs: Any) -> bool:
+    async def append_once_failing(*args: Any, **kwargs: Any) -> int:
         if failures:
             raise failures.pop()
         return await real_append(*args, **kwargs)
