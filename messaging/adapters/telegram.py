@@ -248,7 +248,9 @@ class TelegramAdapter(ChannelAdapter):
 
     async def _poll(self) -> None:
         """Long-poll ``getUpdates`` while holding the lease; errors are recorded on the
-        channel and retried with a growing pause (at most a minute)."""
+        channel and retried with a growing pause (at most a minute). The offset passes an
+        update only once :meth:`handle` took it, so one that could not be queued is
+        fetched again."""
         offset: int | None = None
         pause = 1.0
         while True:
@@ -260,8 +262,10 @@ class TelegramAdapter(ChannelAdapter):
                     offset=offset, timeout=self.poll_timeout_s, allowed_updates=["message"]
                 )
                 for update in updates:
-                    offset = update.update_id + 1
+                    # Confirmed (by the next poll's offset) only once queued: an update
+                    # that fails is polled again after the pause.
                     await self.handle(update.to_dict())
+                    offset = update.update_id + 1
                 if pause > 1.0:  # recovered
                     await db_call(services.state_record, config_id=self.config_id, status="running")
                 pause = 1.0

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 from asgiref.sync import sync_to_async
 from django.db.utils import ProgrammingError
 from django.test import AsyncClient
@@ -19,6 +20,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from instances.models import ChannelConfig
 from instances.services import channel_config_set
+from messaging import bursts
 from messaging.adapters.telegram import SECRET_HEADER, TelegramAdapter, webhook_secret
 from messaging.manager import ChannelManager, connection_test, default_factories
 from messaging.models import ChannelState
@@ -210,6 +212,40 @@ async def test_without_a_public_url_telegram_is_long_polled(
     assert polls[0].params["allowed_updates"] == ["message"]
     state = await ChannelState.objects.aget(config_id=telegram_channel.pk)
     assert state.mode == "polling"
+
+
+async def test_a_polled_update_that_could_not_be_queued_is_polled_again(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    telegram_channel: ChannelConfig,
+    llm_script: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.MESSAGING_PUBLIC_URL = ""
+    real_append = bursts.append
+    failures = [redis.ConnectionError("Redis went away")]
+
+    async def append_once_failing(*args: Any, **kwargs: Any) -> int:
+        if failures:
+            raise failures.pop()
+        return await real_append(*args, **kwargs)
+
+    monkeypatch.setattr(bursts, "append", append_once_failing)
+    platform.updates = [_update(55, "Lost?")]
+    script_turn(llm_script, "Not lost.")
+
+    await manager.reconcile()
+    sent = await wait_calls(platform, "sendMessage")
+    await manager.adapters[telegram_channel.pk].desk.idle()
+
+    assert failures == []
+    assert [c.params["text"] for c in sent] == ["Not lost."]
+    # The failed poll did not confirm update 55; the one after the turn did.
+    offsets = [c.params.get("offset") for c in platform.of("getUpdates")]
+    assert offsets[:2] == [None, None]
+    assert 56 in offsets
+    assert platform.updates == []
 
 
 async def test_a_burst_is_one_turn_and_a_message_during_a_turn_waits_for_it(
