@@ -61,7 +61,9 @@ class Inbound:
 
     ``chat_key`` names the conversation's scope (a chat and topic, a channel and thread);
     ``target`` is the adapter's own description of where the answer goes.
-    ``new_conversation``: ``/new`` (the text is then ignored).
+    ``new_conversation``: ``/new`` (the text is then ignored). ``line_key`` names the
+    scope whose messages merge into one turn (empty: ``chat_key``); a batch's turn goes
+    to its first message's conversation and target.
     """
 
     platform_user_id: str
@@ -70,6 +72,7 @@ class Inbound:
     text: str
     target: Any
     new_conversation: bool = False
+    line_key: str = ""
 
 
 def redact(text: str, credentials: Mapping[str, str] | None) -> str:
@@ -221,7 +224,10 @@ class Desk:
             "object_id": object_id,
             "sealed": base64.b64encode(sealed).decode(),
         }
-        line = self._line(chat_key=inbound.chat_key, platform_user_id=inbound.platform_user_id)
+        line = self._line(
+            chat_key=inbound.line_key or inbound.chat_key,
+            platform_user_id=inbound.platform_user_id,
+        )
         token = uuid.uuid4().hex
         ttl_s = float(settings.MESSAGING_DEDUP_TTL_S)
         seen = seen_key(config_id=self.adapter.config_id, delivery_id=delivery_id)
@@ -359,13 +365,15 @@ class Desk:
                 return
         text = "\n\n".join(m.text for m in batch if m.text)
         if text:
-            await self._turn(identity, last, text, settle)
+            # The first message's conversation (a Slack burst of top-level mentions is
+            # answered in the first one's thread).
+            await self._turn(identity, batch[0], text, settle)
 
     async def _turn(
-        self, identity: Any, last: Inbound, text: str, settle: Callable[[], Awaitable[None]]
+        self, identity: Any, head: Inbound, text: str, settle: Callable[[], Awaitable[None]]
     ) -> None:
         conversation = await db_call(
-            services.conversation_get, identity=identity, chat_key=last.chat_key
+            services.conversation_get, identity=identity, chat_key=head.chat_key
         )
         turn_input = ServerTurnInput(
             instance=self.adapter.instance,
@@ -388,10 +396,10 @@ class Desk:
             await db_call(
                 services.conversation_set,
                 identity=identity,
-                chat_key=last.chat_key,
+                chat_key=head.chat_key,
                 chat_id=turn.conversation_id,
             )
-        await self._deliver_reply(turn.events(), last.target)
+        await self._deliver_reply(turn.events(), head.target)
 
     async def _deliver_reply(self, events: AsyncIterator[ev.ServerEvent], target: Any) -> None:
         """Typing until ``StreamDone``, then the answer (or an apology); the events after
