@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from telegram import Bot, Message, Update
+from telegram import Bot, Message, MessageEntity, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, TelegramError
 from telegram.request import HTTPXRequest
@@ -173,19 +173,20 @@ class TelegramAdapter(ChannelAdapter):
 
     def _addressed(self, message: Message, text: str) -> str | None:
         """A group message's text without the bot's @mention, or None when it neither
-        mentions the bot nor replies to it."""
-        mention = f"@{self.username}"
+        mentions the bot nor replies to it. The mention is the whole username
+        (``@mate_bot`` is not in ``@mate_bot2``): Telegram's ``mention`` entities when the
+        message has entities, else the text."""
         replied = message.reply_to_message
         if replied is not None and replied.from_user and replied.from_user.id == self.bot.id:
             return text
-        mentioned = any(
-            entity.type == "mention"
-            and text[entity.offset : entity.offset + entity.length].lower() == mention.lower()
-            for entity in message.entities
-        )
-        if not mentioned and mention.lower() not in text.lower():
-            return None
-        return re.sub(re.escape(mention), "", text, flags=re.IGNORECASE)
+        mention = f"@{self.username}".lower()
+        own = re.compile(rf"(?<![\w@]){re.escape(mention)}(?!\w)", re.IGNORECASE)
+        if message.entities:
+            mentions = message.parse_entities([MessageEntity.MENTION]).values()
+            mentioned = any(value.lower() == mention for value in mentions)
+        else:
+            mentioned = own.search(text) is not None
+        return own.sub("", text) if mentioned else None
 
     async def send_message(self, target: TelegramTarget, markdown: str) -> None:
         for part in telegram_messages(markdown):
