@@ -385,3 +385,76 @@ async def test_reconcile_before_the_migrations_is_a_note_and_other_sql_errors_a_
     failed = [r for r in caplog.records if r.message == "channel reconcile failed"]
     assert failed
     assert all(r.levelno == logging.ERROR and r.exc_info for r in failed)
+
+
+class HangingTelegram(TelegramAdapter):
+    """An adapter whose start (or stop) hangs until the test lets it go on."""
+
+    go_on: asyncio.Event
+    hang_on_stop = False
+
+    async def start(self) -> None:
+        if not self.hang_on_stop:
+            await HangingTelegram.go_on.wait()
+        await super().start()
+
+    async def stop(self) -> None:
+        if self.hang_on_stop:
+            await HangingTelegram.go_on.wait()
+        await super().stop()
+
+
+async def test_a_hanging_start_does_not_delay_another_channel(
+    platform: PlatformServer, telegram_channel: ChannelConfig, slack_channel: ChannelConfig
+) -> None:
+    HangingTelegram.go_on = asyncio.Event()
+    HangingTelegram.hang_on_stop = False
+    manager = ChannelManager(factories={**default_factories(), "telegram": HangingTelegram})
+
+    # The Telegram channel comes first (lower id) and its start hangs.
+    reconciling = asyncio.create_task(manager.reconcile())
+    await _until(lambda: _status_is(slack_channel.pk, "running"), "Slack started")
+    slack_running = slack_channel.pk in manager.adapters
+    telegram_hanging = telegram_channel.pk not in manager.adapters and not reconciling.done()
+    HangingTelegram.go_on.set()
+    await asyncio.wait_for(reconciling, 20)
+
+    assert telegram_channel.pk < slack_channel.pk
+    assert telegram_hanging
+    assert slack_running
+    assert sorted(manager.adapters) == [telegram_channel.pk, slack_channel.pk]
+    await manager.stop_all()
+
+
+async def test_a_hanging_start_or_stop_is_given_up_after_its_timeout(
+    platform: PlatformServer,
+    instance: Any,
+    telegram_channel: ChannelConfig,
+    slack_channel: ChannelConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from messaging import manager as manager_module
+
+    monkeypatch.setattr(manager_module, "START_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(manager_module, "STOP_TIMEOUT_S", 0.5)
+    HangingTelegram.go_on = asyncio.Event()  # never set
+    HangingTelegram.hang_on_stop = False
+    manager = ChannelManager(factories={**default_factories(), "telegram": HangingTelegram})
+
+    await asyncio.wait_for(manager.reconcile(), 20)
+    start_state = await ChannelState.objects.aget(config_id=telegram_channel.pk)
+    HangingTelegram.hang_on_stop = True
+    HangingTelegram.go_on.set()
+    await sync_to_async(channel_config_set)(
+        instance=instance, kind="telegram", credentials={"bot_token": "999:new-token"}
+    )
+    await asyncio.wait_for(manager.reconcile(), 20)  # the start goes through now
+    HangingTelegram.go_on = asyncio.Event()  # and the stop hangs from here on
+    await sync_to_async(channel_config_set)(instance=instance, kind="telegram", enabled=False)
+    await sync_to_async(channel_config_set)(instance=instance, kind="slack", enabled=False)
+    await asyncio.wait_for(manager.reconcile(), 20)
+
+    assert (start_state.status, start_state.reason) == ("error", "did not start within 0.5 s")
+    assert manager.adapters == {}
+    states = {s.config_id: s.status async for s in ChannelState.objects.all()}
+    assert states == {telegram_channel.pk: "stopped", slack_channel.pk: "stopped"}
