@@ -301,6 +301,8 @@ async def test_when_the_leader_dies_before_its_turn_the_next_message_takes_over(
     await _post(manager, telegram_channel, _update(40, "first"))
     (line,) = await bursts.lines_waiting(telegram_channel.pk)
     await _gone(line.key("leader"))
+    # The next leader's lease is the usual one: its turn may hold the loop for a second.
+    monkeypatch.setattr(bursts, "LEADER_LEASE_S", 10.0)
     script_turn(llm_script, "Both answered.")
 
     await _post(other, telegram_channel, _update(41, "second"))
@@ -339,11 +341,15 @@ async def test_when_the_leader_dies_after_taking_the_batch_a_sweep_runs_it(
 
     monkeypatch.setattr(dead, "_answer", hang)
     monkeypatch.setattr(dead, "_keep", no_renewal)
+    gate = LeadGate(dead, monkeypatch)  # both are waiting when it takes the batch
     await _post(manager, telegram_channel, _update(50, "first"))
     await _post(manager, telegram_channel, _update(51, "second"))
+    gate.open()
     await asyncio.wait_for(frozen.wait(), 5)
     (line,) = await bursts.lines_waiting(telegram_channel.pk)
     await _gone(line.key("leader"))
+    # The next leader's lease is the usual one: its turn may hold the loop for a second.
+    monkeypatch.setattr(bursts, "LEADER_LEASE_S", 10.0)
     script_turn(llm_script, "Recovered.")
 
     await other.reconcile()  # every process sweeps at each reconcile
