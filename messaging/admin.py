@@ -1,15 +1,18 @@
-"""Admin of the chat channels' state (docs/channels.md §2): per channel its status
-(running, stopped, error with the reason), mode, when an update last came in, and a
-"test connection" action. Credentials are set in the instance's page (write-only)."""
+"""Admin of the chat channels' state (docs/channels.md §2): per channel its id, the URL
+the platform posts to, status (running, stopped, error with the reason), mode, when an
+update last came in, and a "test connection" action. Credentials are set in the
+instance's page (write-only)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 
 from instances.admin import administers
 from instances.models import ChannelConfig
@@ -22,10 +25,16 @@ from messaging.models import ChannelState
 class ChannelStatusAdmin(admin.ModelAdmin):
     """Read-only list of channels with their state; edits stay on the instance's page."""
 
-    list_display = ("instance", "kind", "enabled", "status", "mode", "last_update", "last_error")
+    list_display = (
+        "id", "instance", "kind", "enabled", "endpoint", "status", "mode", "last_update",
+        "last_error",
+    )  # fmt: skip
     list_filter = ("kind", "enabled")
     list_select_related = ("instance", "state")
-    fields = ("instance", "kind", "enabled", "status", "mode", "last_update", "last_error")
+    fields = (
+        "id", "instance", "kind", "enabled", "endpoint", "status", "mode", "last_update",
+        "last_error",
+    )  # fmt: skip
     readonly_fields = fields
     actions = ("test_connection",)
 
@@ -56,6 +65,17 @@ class ChannelStatusAdmin(admin.ModelAdmin):
             return obj.state
         except ChannelState.DoesNotExist:
             return None
+
+    @admin.display(description="Webhook / request URL")
+    def endpoint(self, obj: ChannelConfig) -> str:
+        """Where the platform posts this channel's updates: Slack's Event Subscriptions
+        request URL (to be entered in the app's settings), Telegram's webhook (set by the
+        adapter), or for Telegram without ``MESSAGING_PUBLIC_URL`` that it is polled."""
+        base = str(settings.MESSAGING_PUBLIC_URL).rstrip("/")
+        path = reverse(f"channel-{obj.kind}", kwargs={"config_id": obj.pk})
+        if obj.kind == "telegram" and not base:
+            return "none: long-polled (MESSAGING_PUBLIC_URL is not set)"
+        return f"{base or 'https://<this server>'}{path}"
 
     @admin.display(description="Status")
     def status(self, obj: ChannelConfig) -> str:

@@ -12,7 +12,9 @@ takes it and runs the turn:
   leader that dies in between leaves it to the next;
 * ``…:leader:{line}`` — the leader's token (``SET NX PX``, kept alive while it works);
 * ``om:channel:bursts:{config id}`` — the lines with something waiting (the sweep's
-  worklist).
+  worklist);
+* ``om:channel:seen:{config id}:{delivery id}`` — an update already queued (set by the
+  append that queued it).
 
 Every step is one Lua script, so an append and the leader's "nothing left: step down"
 cannot interleave: a message is either seen by the leader or makes its sender the next
@@ -38,11 +40,14 @@ local function now_ms()
 end
 """
 
-# KEYS: pending, times, leader, index. ARGV: item, token, ttl ms, lease ms, line.
-# Returns 1 when the caller became the line's leader.
+# KEYS: pending, times, leader, index, seen. ARGV: item, token, ttl ms, lease ms, line,
+# seen ttl ms. Returns -1 when the update was seen (nothing queued), 1 when the caller
+# became the line's leader, else 0. Marking the update seen is part of the append, so an
+# update is either queued and marked or neither.
 _APPEND = (
     _NOW
     + """
+if redis.call('SET', KEYS[5], '1', 'NX', 'PX', ARGV[6]) == false then return -1 end
 redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 local now = string.format('%d', now_ms())
@@ -158,24 +163,31 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
-async def append(line: Line, item: str, *, token: str, ttl_s: float) -> bool:
-    """Queue ``item`` (a JSON string) on ``line`` for ``ttl_s`` seconds; True when the
-    caller became the line's leader under ``token`` (no one led it), so it must run
-    :func:`take` until the line is empty."""
+DUPLICATE, QUEUED, LEADING = -1, 0, 1
+
+
+async def append(line: Line, item: str, *, token: str, ttl_s: float, seen_key: str) -> int:
+    """Queue ``item`` (a JSON string) on ``line`` for ``ttl_s`` seconds and mark its
+    update seen (``seen_key``, also ``ttl_s``), in one step. Returns :data:`DUPLICATE`
+    (the update was seen already: nothing queued), :data:`LEADING` (the caller became the
+    line's leader under ``token``, so it must run :func:`take` until the line is empty)
+    or :data:`QUEUED`."""
     result = await async_client().eval(
         _APPEND,
-        4,
+        5,
         line.key("pending"),
         line.key("times"),
         line.key("leader"),
         line.index,
+        seen_key,
         item,
         token,
         _ms(ttl_s),
         _ms(LEADER_LEASE_S),
         line.line,
+        _ms(ttl_s),
     )
-    return bool(int(result))
+    return int(result)
 
 
 async def take(line: Line, *, token: str, burst_s: float, max_wait_s: float, ttl_s: float) -> Taken:

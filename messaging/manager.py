@@ -4,11 +4,13 @@ docs/channels.md §2. Every serving process has one manager. Every
 ``MESSAGING_RECONCILE_S`` it reads the enabled channels (one query of ids and change
 stamps) and starts what is new or changed, stops what was disabled, deleted or changed, so
 a change in the admin takes effect without a restart; then each adapter's desk adopts the
-messages whose leading process died (``Desk.sweep``). Each adapter starts on its own: one
-that fails (bad credentials, platform unreachable, a bug) is recorded as ``error`` with
-its reason (``ChannelConfig.last_error``) and tried again after a pause that doubles
-with each failure (5 s, 10 s, … at most 5 minutes) or at once when its row changes, while
-the others run. A channel without credentials is skipped (``stopped``, "no credentials").
+messages whose leading process died (``Desk.sweep``). The adapters start and stop side
+by side, each within ``START_TIMEOUT_S`` / ``STOP_TIMEOUT_S``, so a platform that hangs
+delays no other channel. Each adapter starts on its own: one that fails (bad
+credentials, platform unreachable, a bug) is recorded as ``error`` with its reason
+(``ChannelConfig.last_error``) and tried again after a pause that doubles with each
+failure (5 s, 10 s, … at most 5 minutes) or at once when its row changes, while the
+others run. A channel without credentials is skipped (``stopped``, "no credentials").
 A channel that is disabled or deleted is retired on the platform (Telegram: its webhook
 deleted); a process that ends only stops its adapters, leaving the platform side to the
 processes that go on.
@@ -38,6 +40,8 @@ from openmates.db import db_call
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0
+# A stop (and a retire) that takes longer is given up and logged.
+STOP_TIMEOUT_S = 30.0
 # A failed start is tried again after RETRY_FIRST_S, the pause doubling up to RETRY_MAX_S.
 RETRY_FIRST_S = 5.0
 RETRY_MAX_S = 300.0
@@ -85,8 +89,12 @@ class Wanted:
 
 def wanted_channels() -> list[Wanted]:
     """The enabled channels (one query, no credentials opened)."""
-    rows = ChannelConfig.objects.filter(enabled=True).values_list(
-        "pk", "kind", "instance_id", "credentials_set_at", "key_version", "credentials_sealed"
+    rows = (
+        ChannelConfig.objects.filter(enabled=True)
+        .order_by("pk")
+        .values_list(
+            "pk", "kind", "instance_id", "credentials_set_at", "key_version", "credentials_sealed"
+        )
     )
     return [
         Wanted(
@@ -137,19 +145,29 @@ class ChannelManager:
         """Bring the running adapters in line with the enabled channels (see the module)."""
         async with self._lock:
             wanted = {w.config_id: w for w in await db_call(wanted_channels)}
-            for config_id in list(self.adapters):
-                if config_id not in wanted or wanted[config_id].stamp != self.stamps[config_id]:
-                    await self._stop(config_id, retire=config_id not in wanted)
+            # Each stop and start is bounded by its own timeout and they run side by side,
+            # so a platform that hangs holds up no other channel.
+            await asyncio.gather(
+                *(
+                    self._stop(config_id, retire=config_id not in wanted)
+                    for config_id in list(self.adapters)
+                    if config_id not in wanted or wanted[config_id].stamp != self.stamps[config_id]
+                )
+            )
             for config_id in [c for c in list(self.stamps) if c not in wanted]:
                 del self.stamps[config_id]
                 self.retries.pop(config_id, None)
+            due = []
             for item in wanted.values():
                 if self.stamps.get(item.config_id) != item.stamp:
                     self.stamps[item.config_id] = item.stamp
                     self.retries.pop(item.config_id, None)
                 elif not self._retry_due(item.config_id):
                     continue
-                if await self._start(item):
+                due.append(item)
+            started = await asyncio.gather(*(self._start(item) for item in due))
+            for item, ok in zip(due, started, strict=True):
+                if ok:
                     self.retries.pop(item.config_id, None)
                 else:
                     self._retry_later(item.config_id)
@@ -210,7 +228,7 @@ class ChannelManager:
         adapter = self.adapters.pop(config_id)
         if retire:
             try:
-                await asyncio.wait_for(adapter.retire(), START_TIMEOUT_S)
+                await asyncio.wait_for(adapter.retire(), STOP_TIMEOUT_S)
             except Exception as exc:
                 logger.warning("channel %s was not retired cleanly: %s", config_id, exc)
         await _quietly_stop(adapter)
@@ -220,8 +238,9 @@ class ChannelManager:
         """Stop every adapter (the process is ending); states are left as they are for
         the processes that go on."""
         async with self._lock:
-            for config_id in list(self.adapters):
-                await _quietly_stop(self.adapters.pop(config_id))
+            adapters = list(self.adapters.values())
+            self.adapters.clear()
+            await asyncio.gather(*(_quietly_stop(adapter) for adapter in adapters))
             self.stamps.clear()
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -250,8 +269,11 @@ class ChannelManager:
 
 
 async def _quietly_stop(adapter: ChannelAdapter) -> None:
+    """Stop ``adapter`` within ``STOP_TIMEOUT_S``; what it raises is logged."""
     try:
-        await adapter.stop()
+        await asyncio.wait_for(adapter.stop(), STOP_TIMEOUT_S)
+    except TimeoutError:
+        logger.warning("channel %s did not stop within %.0f s", adapter.config_id, STOP_TIMEOUT_S)
     except Exception:
         logger.exception("channel %s did not stop cleanly", adapter.config_id)
 
@@ -259,7 +281,7 @@ async def _quietly_stop(adapter: ChannelAdapter) -> None:
 def _reason(exc: BaseException, credentials: Mapping[str, str] | None = None) -> str:
     """What ``exc`` says, for the admin, without the channel's credentials."""
     if isinstance(exc, TimeoutError):
-        return f"did not start within {START_TIMEOUT_S:.0f} s"
+        return f"did not start within {START_TIMEOUT_S:g} s"
     return redact(f"{type(exc).__name__}: {exc}", credentials)[:2000]
 
 

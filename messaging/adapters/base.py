@@ -61,7 +61,9 @@ class Inbound:
 
     ``chat_key`` names the conversation's scope (a chat and topic, a channel and thread);
     ``target`` is the adapter's own description of where the answer goes.
-    ``new_conversation``: ``/new`` (the text is then ignored).
+    ``new_conversation``: ``/new`` (the text is then ignored). ``line_key`` names the
+    scope whose messages merge into one turn (empty: ``chat_key``); a batch's turn goes
+    to its first message's conversation and target.
     """
 
     platform_user_id: str
@@ -70,6 +72,7 @@ class Inbound:
     text: str
     target: Any
     new_conversation: bool = False
+    line_key: str = ""
 
 
 def redact(text: str, credentials: Mapping[str, str] | None) -> str:
@@ -82,18 +85,17 @@ def redact(text: str, credentials: Mapping[str, str] | None) -> str:
     return text
 
 
-async def first_delivery(*, config_id: int, delivery_id: str) -> bool:
-    """Whether this is the first time the update ``delivery_id`` of the channel is seen,
-    in any process (Redis ``SET NX`` with ``MESSAGING_DEDUP_TTL_S``)."""
-    key = SEEN_KEY.format(config_id=config_id, delivery_id=delivery_id)
-    stored = await async_client().set(key, b"1", nx=True, ex=settings.MESSAGING_DEDUP_TTL_S)
-    return bool(stored)
+def seen_key(*, config_id: int, delivery_id: str) -> str:
+    """The Redis key marking update ``delivery_id`` of the channel as queued."""
+    return SEEN_KEY.format(config_id=config_id, delivery_id=delivery_id)
 
 
-async def delivery_forget(*, config_id: int, delivery_id: str) -> None:
-    """Undo :func:`first_delivery`: the update could not be queued, so the platform's
-    redelivery (after the webhook's error answer) must be taken."""
-    await async_client().delete(SEEN_KEY.format(config_id=config_id, delivery_id=delivery_id))
+async def delivery_seen(*, config_id: int, delivery_id: str) -> bool:
+    """Whether the update ``delivery_id`` of the channel was queued already, in any
+    process. A shortcut for redeliveries: the append that queues an update marks it seen
+    in the same step and refuses one already marked (:func:`messaging.bursts.append`)."""
+    key = seen_key(config_id=config_id, delivery_id=delivery_id)
+    return bool(await async_client().exists(key))
 
 
 class ChannelAdapter(abc.ABC):
@@ -162,16 +164,11 @@ class ChannelAdapter(abc.ABC):
         filtered, handed to the desk. Returns at once; the turn runs in the background."""
 
     async def deliver(self, inbound: Inbound, *, delivery_id: str) -> None:
-        """Hand one message (update ``delivery_id``, after dedup) to the desk; notes the
-        update's arrival. Raises what :meth:`Desk.submit` raises, the update then no
-        longer counted as seen (the webhook's error answer makes the platform redeliver)."""
+        """Hand one message (update ``delivery_id``) to the desk; notes the update's
+        arrival. Raises what :meth:`Desk.submit` raises; the update is then not marked
+        seen (the webhook's error answer makes the platform redeliver)."""
         await db_call(services.update_received, config_id=self.config_id)
-        try:
-            await self.desk.submit(inbound, delivery_id=delivery_id)
-        except Exception:
-            with contextlib.suppress(Exception):
-                await delivery_forget(config_id=self.config_id, delivery_id=delivery_id)
-            raise
+        await self.desk.submit(inbound, delivery_id=delivery_id)
 
 
 class Desk:
@@ -194,8 +191,10 @@ class Desk:
 
     async def submit(self, inbound: Inbound, *, delivery_id: str) -> None:
         """Queue ``inbound`` (update ``delivery_id``) in Redis, its text sealed under the
-        person's pseudo-user; lead its line when no process does. Once this returns the
-        message is in Redis: a process that dies later loses none of it.
+        person's pseudo-user, and mark the update seen, in one step (an update already
+        seen is dropped); lead its line when no process does. Once this returns the
+        message is in Redis: a process that dies later loses none of it, and one that
+        dies before leaves the update unmarked for the platform's redelivery.
 
         Raises:
             openmates.vault.VaultError: the text could not be sealed (nothing queued).
@@ -225,10 +224,17 @@ class Desk:
             "object_id": object_id,
             "sealed": base64.b64encode(sealed).decode(),
         }
-        line = self._line(chat_key=inbound.chat_key, platform_user_id=inbound.platform_user_id)
+        line = self._line(
+            chat_key=inbound.line_key or inbound.chat_key,
+            platform_user_id=inbound.platform_user_id,
+        )
         token = uuid.uuid4().hex
         ttl_s = float(settings.MESSAGING_DEDUP_TTL_S)
-        if await bursts.append(line, json.dumps(item), token=token, ttl_s=ttl_s):
+        seen = seen_key(config_id=self.adapter.config_id, delivery_id=delivery_id)
+        appended = await bursts.append(
+            line, json.dumps(item), token=token, ttl_s=ttl_s, seen_key=seen
+        )
+        if appended == bursts.LEADING:
             self._lead(line, token)
 
     async def sweep(self) -> int:
@@ -359,13 +365,15 @@ class Desk:
                 return
         text = "\n\n".join(m.text for m in batch if m.text)
         if text:
-            await self._turn(identity, last, text, settle)
+            # The first message's conversation (a Slack burst of top-level mentions is
+            # answered in the first one's thread).
+            await self._turn(identity, batch[0], text, settle)
 
     async def _turn(
-        self, identity: Any, last: Inbound, text: str, settle: Callable[[], Awaitable[None]]
+        self, identity: Any, head: Inbound, text: str, settle: Callable[[], Awaitable[None]]
     ) -> None:
         conversation = await db_call(
-            services.conversation_get, identity=identity, chat_key=last.chat_key
+            services.conversation_get, identity=identity, chat_key=head.chat_key
         )
         turn_input = ServerTurnInput(
             instance=self.adapter.instance,
@@ -388,10 +396,10 @@ class Desk:
             await db_call(
                 services.conversation_set,
                 identity=identity,
-                chat_key=last.chat_key,
+                chat_key=head.chat_key,
                 chat_id=turn.conversation_id,
             )
-        await self._deliver_reply(turn.events(), last.target)
+        await self._deliver_reply(turn.events(), head.target)
 
     async def _deliver_reply(self, events: AsyncIterator[ev.ServerEvent], target: Any) -> None:
         """Typing until ``StreamDone``, then the answer (or an apology); the events after

@@ -4,8 +4,9 @@ docs/channels.md §3. Slack posts events to ``/channels/slack/<config id>/``; a 
 counts only with a valid ``X-Slack-Signature`` (HMAC-SHA256 of ``v0:<timestamp>:<body>``
 under the signing secret) and an ``X-Slack-Request-Timestamp`` within five minutes of
 now (slack-sdk's ``SignatureVerifier``). The view answers at once (Slack wants its 200
-within 3 seconds) and the answer is posted later, in the message's thread. The app answers
-direct messages and, in channels, messages that mention it (``app_mention``).
+within 3 seconds) and the answer is posted later: in the DM itself for a direct message,
+else in the message's thread. The app answers direct messages and, in channels, messages
+that mention it (``app_mention``).
 """
 
 from __future__ import annotations
@@ -20,18 +21,18 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from messaging.adapters.base import AdapterError, ChannelAdapter, Inbound, first_delivery
+from messaging.adapters.base import AdapterError, ChannelAdapter, Inbound, delivery_seen
 from messaging.markup import slack_sections
 
 # Shown on the user's message while the answer is written (bots cannot send "typing").
 TYPING_REACTION = "hourglass_flowing_sand"
-_MENTION_RE = re.compile(r"<@[A-Z0-9]+>")
 
 
 @dataclass(frozen=True)
 class SlackTarget:
-    """Where an answer goes: the channel, the thread (its first message's ``ts``), and
-    the message answered (for the typing reaction)."""
+    """Where an answer goes: the channel, the thread (its first message's ``ts``; empty:
+    the channel itself, a DM's top level), and the message answered (for the typing
+    reaction)."""
 
     channel: str
     thread_ts: str
@@ -84,37 +85,53 @@ class SlackAdapter(ChannelAdapter):
             return
         if not isinstance(event, dict):
             return
-        if not await first_delivery(config_id=self.config_id, delivery_id=event_id):
+        if await delivery_seen(config_id=self.config_id, delivery_id=event_id):
             return
         inbound = self._inbound(event, team=str(payload.get("team_id", "")))
         if inbound is not None:
             await self.deliver(inbound, delivery_id=event_id)
 
     def _inbound(self, event: Mapping[str, Any], *, team: str) -> Inbound | None:
-        """A direct message or a mention for the app, or None (bots, edits, other events)."""
+        """A direct message or a mention for the app, or None (bots, edits, other events).
+
+        A direct message outside a thread belongs to the DM's one conversation and is
+        answered in the DM itself; a message in a thread (DM or channel) to that thread's,
+        answered there. A top-level mention in a channel starts a thread: answered in it,
+        its conversation; one person's top-level mentions of a burst in a channel are one
+        turn, answered in the first one's thread.
+        """
         if event.get("bot_id") or event.get("subtype") or event.get("user") == self.bot_user_id:
             return None
-        addressed = event.get("type") == "app_mention" or (
-            event.get("type") == "message" and event.get("channel_type") == "im"
-        )
+        direct = event.get("type") == "message" and event.get("channel_type") == "im"
         user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
         text = event.get("text")
-        if not addressed or not all(isinstance(v, str) for v in (user, channel, ts, text)):
+        if not (direct or event.get("type") == "app_mention"):
             return None
-        thread_ts = str(event.get("thread_ts") or ts)
+        if not all(isinstance(v, str) for v in (user, channel, ts, text)):
+            return None
+        in_thread = str(event.get("thread_ts") or "")
+        thread_ts = in_thread if in_thread or direct else str(ts)
         return Inbound(
             platform_user_id=f"{team}:{user}",
             display_name=str(user),
             chat_key=f"{channel}:{thread_ts}",
-            text=_MENTION_RE.sub("", str(text)).strip(),
+            text=self._without_mention(str(text)),
             target=SlackTarget(channel=str(channel), thread_ts=thread_ts, message_ts=str(ts)),
+            line_key=f"{channel}:{in_thread}",
         )
+
+    def _without_mention(self, text: str) -> str:
+        """``text`` without the app's own ``<@U…>`` mentions (other people's stay)."""
+        if not self.bot_user_id:
+            return text.strip()
+        own = re.compile(rf"<@{re.escape(self.bot_user_id)}(?:\|[^>]*)?>")
+        return own.sub("", text).strip()
 
     async def send_message(self, target: SlackTarget, markdown: str) -> None:
         for section in slack_sections(markdown):
             await self.client.chat_postMessage(
                 channel=target.channel,
-                thread_ts=target.thread_ts,
+                thread_ts=target.thread_ts or None,
                 text=section,
                 blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": section}}],
             )

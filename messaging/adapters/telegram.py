@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from telegram import Bot, Message, Update
+from telegram import Bot, Message, MessageEntity, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, TelegramError
 from telegram.request import HTTPXRequest
@@ -34,7 +34,7 @@ from messaging.adapters.base import (
     AdapterError,
     ChannelAdapter,
     Inbound,
-    first_delivery,
+    delivery_seen,
     redact,
 )
 from messaging.markup import telegram_messages
@@ -141,7 +141,7 @@ class TelegramAdapter(ChannelAdapter):
         update_id = payload.get("update_id")
         if not isinstance(update_id, int):
             return
-        if not await first_delivery(config_id=self.config_id, delivery_id=f"u{update_id}"):
+        if await delivery_seen(config_id=self.config_id, delivery_id=f"u{update_id}"):
             return
         update = Update.de_json(dict(payload), self.bot)
         inbound = self._inbound(update.message) if update.message else None
@@ -173,19 +173,20 @@ class TelegramAdapter(ChannelAdapter):
 
     def _addressed(self, message: Message, text: str) -> str | None:
         """A group message's text without the bot's @mention, or None when it neither
-        mentions the bot nor replies to it."""
-        mention = f"@{self.username}"
+        mentions the bot nor replies to it. The mention is the whole username
+        (``@mate_bot`` is not in ``@mate_bot2``): Telegram's ``mention`` entities when the
+        message has entities, else the text."""
         replied = message.reply_to_message
         if replied is not None and replied.from_user and replied.from_user.id == self.bot.id:
             return text
-        mentioned = any(
-            entity.type == "mention"
-            and text[entity.offset : entity.offset + entity.length].lower() == mention.lower()
-            for entity in message.entities
-        )
-        if not mentioned and mention.lower() not in text.lower():
-            return None
-        return re.sub(re.escape(mention), "", text, flags=re.IGNORECASE)
+        mention = f"@{self.username}".lower()
+        own = re.compile(rf"(?<![\w@]){re.escape(mention)}(?!\w)", re.IGNORECASE)
+        if message.entities:
+            mentions = message.parse_entities([MessageEntity.MENTION]).values()
+            mentioned = any(value.lower() == mention for value in mentions)
+        else:
+            mentioned = own.search(text) is not None
+        return own.sub("", text) if mentioned else None
 
     async def send_message(self, target: TelegramTarget, markdown: str) -> None:
         for part in telegram_messages(markdown):
@@ -248,7 +249,9 @@ class TelegramAdapter(ChannelAdapter):
 
     async def _poll(self) -> None:
         """Long-poll ``getUpdates`` while holding the lease; errors are recorded on the
-        channel and retried with a growing pause (at most a minute)."""
+        channel and retried with a growing pause (at most a minute). The offset passes an
+        update only once :meth:`handle` took it, so one that could not be queued is
+        fetched again."""
         offset: int | None = None
         pause = 1.0
         while True:
@@ -260,8 +263,10 @@ class TelegramAdapter(ChannelAdapter):
                     offset=offset, timeout=self.poll_timeout_s, allowed_updates=["message"]
                 )
                 for update in updates:
-                    offset = update.update_id + 1
+                    # Confirmed (by the next poll's offset) only once queued: an update
+                    # that fails is polled again after the pause.
                     await self.handle(update.to_dict())
+                    offset = update.update_id + 1
                 if pause > 1.0:  # recovered
                     await db_call(services.state_record, config_id=self.config_id, status="running")
                 pause = 1.0

@@ -95,3 +95,56 @@ async def wait_calls(platform: PlatformServer, method: str, count: int = 1) -> l
             return calls
         await asyncio.sleep(0.02)
     raise AssertionError(f"{count} calls of {method} expected, got {len(platform.of(method))}")
+
+
+class SendGate:
+    """Holds an adapter's answers: its ``send_message`` waits for :meth:`open`. A turn's
+    leader cannot step down (nor take the next batch) while its answer waits, so whatever
+    arrives meanwhile arrives while the turn runs. ``reached`` is set once an answer
+    waits at the gate."""
+
+    def __init__(self, adapter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        import asyncio
+
+        self.reached = asyncio.Event()
+        self._open = asyncio.Event()
+        real = adapter.send_message
+
+        async def gated(target: Any, markdown: str) -> None:
+            self.reached.set()
+            await self._open.wait()
+            await real(target, markdown)
+
+        monkeypatch.setattr(adapter, "send_message", gated)
+
+    async def wait_reached(self) -> None:
+        """Wait until an answer waits at the gate (10 s at most)."""
+        import asyncio
+
+        await asyncio.wait_for(self.reached.wait(), 10)
+
+    def open(self) -> None:
+        """Let the answers through."""
+        self._open.set()
+
+
+class LeadGate:
+    """Holds a desk's workers before their first ``take``: the messages posted while it
+    is shut are all waiting when the leader first looks, so they are one burst however
+    slowly they were posted."""
+
+    def __init__(self, desk: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        import asyncio
+
+        self._open = asyncio.Event()
+        real = desk._work
+
+        async def gated(line: Any, token: str) -> None:
+            await self._open.wait()
+            await real(line, token)
+
+        monkeypatch.setattr(desk, "_work", gated)
+
+    def open(self) -> None:
+        """Let the workers go on."""
+        self._open.set()

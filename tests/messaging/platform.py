@@ -139,8 +139,12 @@ class PlatformServer:
             }
             return 200, {"ok": True, "result": message}
         if call.method == "getUpdates":
+            # As Telegram: an offset confirms the updates before it; the rest come again.
+            offset = call.params.get("offset")
             with self._lock:
-                updates, self.updates = self.updates, []
+                if isinstance(offset, int):
+                    self.updates = [u for u in self.updates if u["update_id"] >= offset]
+                updates = list(self.updates)
             if not updates:
                 time.sleep(0.05)
             return 200, {"ok": True, "result": updates}

@@ -134,3 +134,35 @@ def test_test_connection_reports_a_refused_token_as_an_error(
     # Testing starts nothing: no webhook set, no state recorded.
     assert platform.of("setWebhook") == []
     assert not ChannelState.objects.exists()
+
+
+def test_the_list_shows_each_channels_id_and_the_url_its_platform_posts_to(
+    client: Any, owner: Any, telegram_channel: ChannelConfig, slack_channel: ChannelConfig,
+    settings: Any,
+) -> None:  # fmt: skip
+    settings.MESSAGING_PUBLIC_URL = "https://mates.example"
+    owner.is_staff = True
+    owner.save()
+    client.force_login(owner)
+
+    page = client.get(reverse("admin:instances_channelconfig_changelist"))
+    model_admin = page.context["cl"].model_admin
+    shown = (model_admin.endpoint(slack_channel), model_admin.endpoint(telegram_channel))
+    settings.MESSAGING_PUBLIC_URL = ""
+    unset = client.get(reverse("admin:instances_channelconfig_changelist"))
+
+    slack_url = f"https://mates.example/channels/slack/{slack_channel.pk}/"
+    telegram_url = f"https://mates.example/channels/telegram/{telegram_channel.pk}/"
+    assert shown == (slack_url, telegram_url)
+    html = page.content.decode()
+    assert slack_url in html
+    assert telegram_url in html
+    assert f">{slack_channel.pk}<" in html
+    unset_admin = unset.context["cl"].model_admin
+    assert unset_admin.endpoint(slack_channel) == (
+        f"https://<this server>/channels/slack/{slack_channel.pk}/"
+    )
+    assert unset_admin.endpoint(telegram_channel) == (
+        "none: long-polled (MESSAGING_PUBLIC_URL is not set)"
+    )
+    assert "none: long-polled" in unset.content.decode()

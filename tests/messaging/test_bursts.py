@@ -20,12 +20,17 @@ from chats.models import Chat, Message
 from chats.services import sealed_text_open
 from instances.models import ChannelConfig
 from messaging import bursts, runtime
-from messaging.adapters.base import Desk
+from messaging.adapters.base import Desk, seen_key
 from messaging.adapters.telegram import SECRET_HEADER, webhook_secret
 from messaging.manager import ChannelManager
 from messaging.models import ChannelConversation
 from openmates.redis_client import async_client
-from tests.messaging.conftest import TELEGRAM_TOKEN, script_turn, wait_calls
+from tests.messaging.conftest import (
+    TELEGRAM_TOKEN,
+    LeadGate,
+    SendGate,
+    script_turn,
+)
 from tests.messaging.platform import PlatformServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,10 +113,13 @@ async def test_one_burst_over_two_processes_is_one_turn_with_both_texts_in_order
     telegram_channel: ChannelConfig,
     llm_script: Any,
     settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings.MESSAGING_BURST_S = 0.5
     await manager.reconcile()
     await other.reconcile()
+    # The leader looks only once all are posted, however slowly the posts go.
+    gate = LeadGate(manager.adapters[telegram_channel.pk].desk, monkeypatch)
     script_turn(llm_script, "One answer.")
 
     statuses = [
@@ -119,6 +127,7 @@ async def test_one_burst_over_two_processes_is_one_turn_with_both_texts_in_order
         await _post(other, telegram_channel, _update(2, "second")),
         await _post(manager, telegram_channel, _update(2, "second")),  # redelivered elsewhere
     ]
+    gate.open()
     await _idle(manager, other)
 
     assert statuses == [200, 200, 200]
@@ -239,19 +248,31 @@ async def test_a_message_to_another_process_while_the_turn_runs_is_the_next_turn
     telegram_channel: ChannelConfig,
     llm_script: Any,
     settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings.MESSAGING_BURST_S = 0.2
     await manager.reconcile()
     await other.reconcile()
+    leader = manager.adapters[telegram_channel.pk]
+    gate = SendGate(leader, monkeypatch)  # the first turn runs until the gate opens
     script_turn(llm_script, "First answer.")
     await _post(manager, telegram_channel, _update(30, "first"))
-    await wait_calls(platform, "sendChatAction")  # its turn runs
+    await gate.wait_reached()
     script_turn(llm_script, "Queued answer.", first=False)
 
     await _post(other, telegram_channel, _update(31, "meanwhile"))
     await _post(other, telegram_channel, _update(32, "and this"))
+    (line,) = await bursts.lines_waiting(telegram_channel.pk)
+    during = (
+        dict(other.adapters[telegram_channel.pk].desk.workers),
+        leader.desk.turns_started,
+        await async_client().exists(line.key("leader")),
+        _main_texts(llm_script),
+    )
+    gate.open()
     await _idle(manager, other)
 
+    assert during == ({}, 1, 1, ["first"])
     assert _main_texts(llm_script) == ["first", "meanwhile\n\nand this"]
     assert [c.params["text"] for c in platform.of("sendMessage")] == [
         "First answer.",
@@ -280,6 +301,8 @@ async def test_when_the_leader_dies_before_its_turn_the_next_message_takes_over(
     await _post(manager, telegram_channel, _update(40, "first"))
     (line,) = await bursts.lines_waiting(telegram_channel.pk)
     await _gone(line.key("leader"))
+    # The next leader's lease is the usual one: its turn may hold the loop for a second.
+    monkeypatch.setattr(bursts, "LEADER_LEASE_S", 10.0)
     script_turn(llm_script, "Both answered.")
 
     await _post(other, telegram_channel, _update(41, "second"))
@@ -318,11 +341,15 @@ async def test_when_the_leader_dies_after_taking_the_batch_a_sweep_runs_it(
 
     monkeypatch.setattr(dead, "_answer", hang)
     monkeypatch.setattr(dead, "_keep", no_renewal)
+    gate = LeadGate(dead, monkeypatch)  # both are waiting when it takes the batch
     await _post(manager, telegram_channel, _update(50, "first"))
     await _post(manager, telegram_channel, _update(51, "second"))
+    gate.open()
     await asyncio.wait_for(frozen.wait(), 5)
     (line,) = await bursts.lines_waiting(telegram_channel.pk)
     await _gone(line.key("leader"))
+    # The next leader's lease is the usual one: its turn may hold the loop for a second.
+    monkeypatch.setattr(bursts, "LEADER_LEASE_S", 10.0)
     script_turn(llm_script, "Recovered.")
 
     await other.reconcile()  # every process sweeps at each reconcile
@@ -342,27 +369,31 @@ async def test_a_burst_waits_at_most_the_maximum_after_its_first_message(
     llm_script: Any,
     settings: Any,
 ) -> None:
-    settings.MESSAGING_BURST_S = 0.3
-    settings.MESSAGING_BURST_MAX_S = 0.6
+    # A burst of 30 s would outlast the test: only the cap of 1 s can end it while a
+    # message follows every 0.1 s.
+    settings.MESSAGING_BURST_S = 30.0
+    settings.MESSAGING_BURST_MAX_S = 1.0
     await manager.reconcile()
     script_turn(llm_script, "Capped.")
     script_turn(llm_script, "Rest.", first=False)
 
-    # A message every 0.1 s would extend a burst of 0.3 s forever without the cap: they
-    # go on until the first turn runs, and one more follows.
+    # Messages go on until the first turn runs, and one more follows.
     sent = []
-    for update_id in range(100, 140):
+    started = asyncio.get_running_loop().time()
+    for update_id in range(100, 400):
         await _post(manager, telegram_channel, _update(update_id, f"m{update_id}"))
         sent.append(f"m{update_id}")
         if platform.of("sendChatAction"):
             break
         await asyncio.sleep(0.1)
-    await _post(manager, telegram_channel, _update(140, "m140"))
-    sent.append("m140")
+    capped_after_s = asyncio.get_running_loop().time() - started
+    await _post(manager, telegram_channel, _update(400, "m400"))
+    sent.append("m400")
     await _idle(manager)
 
     first, second = _main_texts(llm_script)
-    assert 2 <= len(first.split("\n\n")) < 15
+    assert platform.of("sendChatAction")
+    assert capped_after_s < settings.MESSAGING_BURST_S
     assert f"{first}\n\n{second}".split("\n\n") == sent
     assert [c.params["text"] for c in platform.of("sendMessage")] == ["Capped.", "Rest."]
 
@@ -378,7 +409,7 @@ async def test_an_update_that_could_not_be_queued_is_taken_when_redelivered(
     real_append = bursts.append
     failures = [redis.ConnectionError("Redis went away")]
 
-    async def append_once_failing(*args: Any, **kwargs: Any) -> bool:
+    async def append_once_failing(*args: Any, **kwargs: Any) -> int:
         if failures:
             raise failures.pop()
         return await real_append(*args, **kwargs)
@@ -400,3 +431,53 @@ async def test_an_update_that_could_not_be_queued_is_taken_when_redelivered(
     assert (failed.status_code, redelivered) == (500, 200)
     assert _main_texts(llm_script) == ["are you there"]
     assert [c.params["text"] for c in platform.of("sendMessage")] == ["Got it the second time."]
+
+
+async def test_a_process_dying_before_the_append_leaves_the_update_to_its_redelivery(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    telegram_channel: ChannelConfig,
+    llm_script: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await manager.reconcile()
+    adapter = manager.adapters[telegram_channel.pk]
+    real_append = bursts.append
+    seen = seen_key(config_id=telegram_channel.pk, delivery_id="u80")
+
+    async def dying_append(*args: Any, **kwargs: Any) -> int:
+        raise asyncio.CancelledError  # the process is stopped between dedup and queueing
+
+    monkeypatch.setattr(bursts, "append", dying_append)
+    with pytest.raises(asyncio.CancelledError):
+        await adapter.handle(_update(80, "do not lose me"))
+    marked_after_dying = await async_client().exists(seen)
+    monkeypatch.setattr(bursts, "append", real_append)
+    script_turn(llm_script, "Not lost.")
+
+    await adapter.handle(_update(80, "do not lose me"))  # Telegram redelivers it
+    await adapter.handle(_update(80, "do not lose me"))  # and once more
+    await _idle(manager)
+
+    assert marked_after_dying == 0
+    assert await async_client().exists(seen) == 1
+    assert _main_texts(llm_script) == ["do not lose me"]
+    assert [c.params["text"] for c in platform.of("sendMessage")] == ["Not lost."]
+
+
+async def test_an_append_marks_its_update_seen_and_refuses_a_seen_one(
+    platform: PlatformServer, telegram_channel: ChannelConfig
+) -> None:
+    line = bursts.Line(config_id=telegram_channel.pk, line="9:/9")
+    seen = seen_key(config_id=telegram_channel.pk, delivery_id="u90")
+
+    first = await bursts.append(line, '{"n": 1}', token="a", ttl_s=60, seen_key=seen)
+    again = await bursts.append(line, '{"n": 1}', token="b", ttl_s=60, seen_key=seen)
+    other = await bursts.append(line, '{"n": 2}', token="c", ttl_s=60, seen_key=f"{seen[:-3]}u91")
+
+    assert (first, again, other) == (bursts.LEADING, bursts.DUPLICATE, bursts.QUEUED)
+    assert await async_client().lrange(line.key("pending"), 0, -1) == [b'{"n": 1}', b'{"n": 2}']
+    assert 0 < await async_client().pttl(seen) <= 60_000
+    await async_client().delete(
+        *(line.key(p) for p in ("pending", "times", "leader")), line.index, seen
+    )

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 from asgiref.sync import sync_to_async
 from django.db.utils import ProgrammingError
 from django.test import AsyncClient
@@ -19,10 +20,18 @@ from slack_sdk.signature import SignatureVerifier
 
 from instances.models import ChannelConfig
 from instances.services import channel_config_set
+from messaging import bursts
 from messaging.adapters.telegram import SECRET_HEADER, TelegramAdapter, webhook_secret
 from messaging.manager import ChannelManager, connection_test, default_factories
 from messaging.models import ChannelState
-from tests.messaging.conftest import SLACK_SECRET, TELEGRAM_TOKEN, script_turn, wait_calls
+from tests.messaging.conftest import (
+    SLACK_SECRET,
+    TELEGRAM_TOKEN,
+    LeadGate,
+    SendGate,
+    script_turn,
+    wait_calls,
+)
 from tests.messaging.platform import PlatformServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -205,27 +214,70 @@ async def test_without_a_public_url_telegram_is_long_polled(
     assert state.mode == "polling"
 
 
+async def test_a_polled_update_that_could_not_be_queued_is_polled_again(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    telegram_channel: ChannelConfig,
+    llm_script: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings.MESSAGING_PUBLIC_URL = ""
+    real_append = bursts.append
+    failures = [redis.ConnectionError("Redis went away")]
+
+    async def append_once_failing(*args: Any, **kwargs: Any) -> int:
+        if failures:
+            raise failures.pop()
+        return await real_append(*args, **kwargs)
+
+    monkeypatch.setattr(bursts, "append", append_once_failing)
+    platform.updates = [_update(55, "Lost?")]
+    script_turn(llm_script, "Not lost.")
+
+    await manager.reconcile()
+    sent = await wait_calls(platform, "sendMessage")
+    await manager.adapters[telegram_channel.pk].desk.idle()
+
+    assert failures == []
+    assert [c.params["text"] for c in sent] == ["Not lost."]
+    # The failed poll did not confirm update 55; the one after the turn did.
+    offsets = [c.params.get("offset") for c in platform.of("getUpdates")]
+    assert offsets[:2] == [None, None]
+    assert 56 in offsets
+    assert platform.updates == []
+
+
 async def test_a_burst_is_one_turn_and_a_message_during_a_turn_waits_for_it(
     platform: PlatformServer,
     manager: ChannelManager,
     telegram_channel: ChannelConfig,
     llm_script: Any,
     settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings.MESSAGING_BURST_S = 0.3
     await manager.reconcile()
     adapter = manager.adapters[telegram_channel.pk]
+    lead = LeadGate(adapter.desk, monkeypatch)  # the three are waiting when the leader looks
+    answer = SendGate(adapter, monkeypatch)  # the merged turn runs until this opens
     script_turn(llm_script, ["Merged ", "answer."])
     llm_script.requests.clear()
 
     for update_id, text in enumerate(["first", "second", "third"], start=60):
         await _post(telegram_channel, _update(update_id, text))
-        await asyncio.sleep(0.05)
-    await wait_calls(platform, "sendChatAction")  # the merged turn runs
+    lead.open()
+    await answer.wait_reached()  # the merged turn runs
     script_turn(llm_script, "Queued answer.", first=False)
     await _post(telegram_channel, _update(70, "while you type"))
+    during = (
+        [r.messages[-1]["content"] for r in llm_script.requests if r.model == "standard"],
+        adapter.desk.turns_started,
+    )
+    answer.open()
     await adapter.desk.idle()
 
+    assert during == (["first\n\nsecond\n\nthird"], 1)
     mains = [r for r in llm_script.requests if r.model == "standard"]
     assert [m.messages[-1]["content"] for m in mains] == [
         "first\n\nsecond\n\nthird",
@@ -333,3 +385,76 @@ async def test_reconcile_before_the_migrations_is_a_note_and_other_sql_errors_a_
     failed = [r for r in caplog.records if r.message == "channel reconcile failed"]
     assert failed
     assert all(r.levelno == logging.ERROR and r.exc_info for r in failed)
+
+
+class HangingTelegram(TelegramAdapter):
+    """An adapter whose start (or stop) hangs until the test lets it go on."""
+
+    go_on: asyncio.Event
+    hang_on_stop = False
+
+    async def start(self) -> None:
+        if not self.hang_on_stop:
+            await HangingTelegram.go_on.wait()
+        await super().start()
+
+    async def stop(self) -> None:
+        if self.hang_on_stop:
+            await HangingTelegram.go_on.wait()
+        await super().stop()
+
+
+async def test_a_hanging_start_does_not_delay_another_channel(
+    platform: PlatformServer, telegram_channel: ChannelConfig, slack_channel: ChannelConfig
+) -> None:
+    HangingTelegram.go_on = asyncio.Event()
+    HangingTelegram.hang_on_stop = False
+    manager = ChannelManager(factories={**default_factories(), "telegram": HangingTelegram})
+
+    # The Telegram channel comes first (lower id) and its start hangs.
+    reconciling = asyncio.create_task(manager.reconcile())
+    await _until(lambda: _status_is(slack_channel.pk, "running"), "Slack started")
+    slack_running = slack_channel.pk in manager.adapters
+    telegram_hanging = telegram_channel.pk not in manager.adapters and not reconciling.done()
+    HangingTelegram.go_on.set()
+    await asyncio.wait_for(reconciling, 20)
+
+    assert telegram_channel.pk < slack_channel.pk
+    assert telegram_hanging
+    assert slack_running
+    assert sorted(manager.adapters) == [telegram_channel.pk, slack_channel.pk]
+    await manager.stop_all()
+
+
+async def test_a_hanging_start_or_stop_is_given_up_after_its_timeout(
+    platform: PlatformServer,
+    instance: Any,
+    telegram_channel: ChannelConfig,
+    slack_channel: ChannelConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from messaging import manager as manager_module
+
+    monkeypatch.setattr(manager_module, "START_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(manager_module, "STOP_TIMEOUT_S", 0.5)
+    HangingTelegram.go_on = asyncio.Event()  # never set
+    HangingTelegram.hang_on_stop = False
+    manager = ChannelManager(factories={**default_factories(), "telegram": HangingTelegram})
+
+    await asyncio.wait_for(manager.reconcile(), 20)
+    start_state = await ChannelState.objects.aget(config_id=telegram_channel.pk)
+    HangingTelegram.hang_on_stop = True
+    HangingTelegram.go_on.set()
+    await sync_to_async(channel_config_set)(
+        instance=instance, kind="telegram", credentials={"bot_token": "999:new-token"}
+    )
+    await asyncio.wait_for(manager.reconcile(), 20)  # the start goes through now
+    HangingTelegram.go_on = asyncio.Event()  # and the stop hangs from here on
+    await sync_to_async(channel_config_set)(instance=instance, kind="telegram", enabled=False)
+    await sync_to_async(channel_config_set)(instance=instance, kind="slack", enabled=False)
+    await asyncio.wait_for(manager.reconcile(), 20)
+
+    assert (start_state.status, start_state.reason) == ("error", "did not start within 0.5 s")
+    assert manager.adapters == {}
+    states = {s.config_id: s.status async for s in ChannelState.objects.all()}
+    assert states == {telegram_channel.pk: "stopped", slack_channel.pk: "stopped"}

@@ -14,15 +14,17 @@ from slack_sdk.signature import SignatureVerifier
 from instances.models import ChannelConfig
 from messaging.manager import ChannelManager
 from messaging.models import ChannelConversation, ChannelIdentity
-from tests.messaging.conftest import SLACK_SECRET, script_turn
+from tests.messaging.conftest import SLACK_SECRET, LeadGate, script_turn
 from tests.messaging.platform import SLACK_BOT_USER, PlatformServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _event(event_id: str, text: str, *, user: str = "U1", thread_ts: str | None = None,
-           kind: str = "app_mention", ts: str = "1700000000.000100") -> dict[str, Any]:  # fmt: skip
-    event: dict[str, Any] = {"type": kind, "user": user, "text": text, "channel": "C1", "ts": ts}
+           kind: str = "app_mention", ts: str = "1700000000.000100",
+           channel: str = "C1") -> dict[str, Any]:  # fmt: skip
+    event: dict[str, Any] = {"type": kind, "user": user, "text": text, "channel": channel,
+                             "ts": ts}  # fmt: skip
     if kind == "message":
         event["channel_type"] = "im"
     if thread_ts:
@@ -107,7 +109,7 @@ async def test_the_url_check_gets_its_challenge_back(
     assert json.loads(response.content) == {"challenge": "c-123"}
 
 
-async def test_a_redelivered_event_is_one_turn_and_threads_are_conversations(
+async def test_a_redelivered_event_is_one_turn_and_channel_threads_are_conversations(
     platform: PlatformServer,
     manager: ChannelManager,
     slack_channel: ChannelConfig,
@@ -116,22 +118,15 @@ async def test_a_redelivered_event_is_one_turn_and_threads_are_conversations(
     await manager.reconcile()
     adapter = manager.adapters[slack_channel.pk]
     script_turn(llm_script, "First thread.")
-    await _post(
-        slack_channel, _event("Ev5", "Please explain how tides work", kind="message", ts="1.1")
-    )
-    await _post(
-        slack_channel, _event("Ev5", "Please explain how tides work", kind="message", ts="1.1")
-    )  # a retry
+    await _post(slack_channel, _event("Ev5", "Please explain how tides work", ts="1.1"))
+    await _post(slack_channel, _event("Ev5", "Please explain how tides work", ts="1.1"))  # retry
     await adapter.desk.idle()
     script_turn(llm_script, "Second thread.")
-    await _post(
-        slack_channel, _event("Ev6", "Please explain how rainbows form", kind="message", ts="2.2")
-    )
+    await _post(slack_channel, _event("Ev6", "Please explain how rainbows form", ts="2.2"))
     await adapter.desk.idle()
     script_turn(llm_script, "Other person.")
     await _post(
-        slack_channel,
-        _event("Ev7", "Please explain why the sky is blue", user="U2", kind="message", ts="3.3"),
+        slack_channel, _event("Ev7", "Please explain why the sky is blue", user="U2", ts="3.3")
     )
     await adapter.desk.idle()
 
@@ -166,3 +161,127 @@ async def test_channel_messages_without_a_mention_and_bot_messages_are_ignored(
     assert [r.status_code for r in responses] == [200, 200]
     assert llm_script.requests == []
     assert not await ChannelIdentity.objects.aexists()
+
+
+def _main_texts(llm_script: Any) -> list[str]:
+    return [r.messages[-1]["content"] for r in llm_script.requests if r.model == "standard"]
+
+
+async def test_a_burst_of_direct_messages_is_one_turn_in_the_dms_one_conversation(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    slack_channel: ChannelConfig,
+    llm_script: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await manager.reconcile()
+    adapter = manager.adapters[slack_channel.pk]
+    gate = LeadGate(adapter.desk, monkeypatch)  # both are waiting when the leader looks
+    script_turn(llm_script, "One answer.")
+
+    await _post(slack_channel, _event("Ev20", "hi", kind="message", channel="D1", ts="1.1"))
+    await _post(
+        slack_channel, _event("Ev21", "how are tides made?", kind="message", channel="D1", ts="1.2")
+    )
+    gate.open()
+    await adapter.desk.idle()
+    script_turn(llm_script, "Later answer.", first=False)
+    await _post(slack_channel, _event("Ev22", "and waves?", kind="message", channel="D1", ts="9.9"))
+    await adapter.desk.idle()
+
+    assert _main_texts(llm_script) == ["hi\n\nhow are tides made?", "and waves?"]
+    assert adapter.desk.turns_started == 2
+    posted = platform.of("chat.postMessage")
+    # Answered in the DM itself, not in a thread.
+    assert [(c.params["channel"], c.params.get("thread_ts"), c.params["text"]) for c in posted] == [
+        ("D1", None, "One answer."),
+        ("D1", None, "Later answer."),
+    ]
+    keys = [c.chat_key async for c in ChannelConversation.objects.all()]
+    assert keys == ["D1:"]
+    # The later turn continued the DM's conversation: the model saw the first exchange.
+    later = [r for r in llm_script.requests if r.model == "standard"][-1]
+    assert "One answer." in str(later.messages)
+
+
+async def test_a_thread_in_a_dm_is_a_conversation_of_its_own_answered_in_it(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    slack_channel: ChannelConfig,
+    llm_script: Any,
+) -> None:
+    await manager.reconcile()
+    adapter = manager.adapters[slack_channel.pk]
+    script_turn(llm_script, "In the DM.")
+    await _post(
+        slack_channel,
+        _event("Ev30", "Please explain how tides work", kind="message", channel="D1", ts="1.1"),
+    )
+    await adapter.desk.idle()
+    script_turn(llm_script, "In the thread.")
+
+    await _post(
+        slack_channel,
+        _event(
+            "Ev31",
+            "Please explain how rainbows form",
+            kind="message",
+            channel="D1",
+            ts="2.5",
+            thread_ts="2.2",
+        ),
+    )
+    await adapter.desk.idle()
+
+    posted = platform.of("chat.postMessage")
+    assert [(c.params.get("thread_ts"), c.params["text"]) for c in posted] == [
+        (None, "In the DM."),
+        ("2.2", "In the thread."),
+    ]
+    keys = [c.chat_key async for c in ChannelConversation.objects.order_by("pk")]
+    assert keys == ["D1:", "D1:2.2"]
+
+
+async def test_one_persons_burst_of_channel_mentions_is_one_turn_in_the_first_ones_thread(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    slack_channel: ChannelConfig,
+    llm_script: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await manager.reconcile()
+    adapter = manager.adapters[slack_channel.pk]
+    gate = LeadGate(adapter.desk, monkeypatch)
+    script_turn(llm_script, "Noted.")
+    script_turn(llm_script, "Noted.")
+    bot = f"<@{SLACK_BOT_USER}>"
+
+    await _post(slack_channel, _event("Ev40", f"{bot} one question", ts="5.1"))
+    await _post(slack_channel, _event("Ev41", f"{bot} and its detail", ts="5.2"))
+    await _post(slack_channel, _event("Ev42", f"{bot} mine", user="U2", ts="5.3"))
+    gate.open()
+    await adapter.desk.idle()
+
+    assert sorted(_main_texts(llm_script)) == ["mine", "one question\n\nand its detail"]
+    threads = sorted(c.params["thread_ts"] for c in platform.of("chat.postMessage"))
+    assert threads == ["5.1", "5.3"]
+    keys = sorted([c.chat_key async for c in ChannelConversation.objects.all()])
+    assert keys == ["C1:5.1", "C1:5.3"]
+
+
+async def test_only_the_apps_own_mention_is_removed(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    slack_channel: ChannelConfig,
+    llm_script: Any,
+) -> None:
+    await manager.reconcile()
+    script_turn(llm_script, "Sure.")
+
+    await _post(
+        slack_channel,
+        _event("Ev50", f"<@{SLACK_BOT_USER}> ask <@U2> and <@U3|carla> about it"),
+    )
+    await manager.adapters[slack_channel.pk].desk.idle()
+
+    assert _main_texts(llm_script) == ["ask <@U2> and <@U3|carla> about it"]

@@ -212,6 +212,66 @@ async def test_a_group_message_is_answered_only_when_it_mentions_the_bot(
     assert main.messages[-1]["content"] == "what time is it"
 
 
+async def test_a_longer_username_that_starts_with_the_bots_is_not_a_mention(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    telegram_channel: ChannelConfig,
+    llm_script: Any,
+) -> None:
+    await manager.reconcile()
+    other_bot = f"@{BOT_USERNAME}2"
+    mention = f"@{BOT_USERNAME}"
+    script_turn(llm_script, "Here.")
+
+    await _post(
+        telegram_channel,
+        _update(32, f"{other_bot} ping", chat_id=-5, chat_type="group",
+                entities=[{"type": "mention", "offset": 0, "length": len(other_bot)}]),
+    )  # fmt: skip
+    await _post(telegram_channel, _update(33, f"{other_bot} ping", chat_id=-5, chat_type="group"))
+    await _post(
+        telegram_channel,
+        _update(34, f"ask {other_bot}, not you", chat_id=-5, chat_type="group", user_id=8,
+                entities=[{"type": "mention", "offset": 4, "length": len(other_bot)}]),
+    )  # fmt: skip
+    await manager.adapters[telegram_channel.pk].desk.idle()
+    ignored = (list(llm_script.requests), platform.of("sendMessage"))
+    await _post(
+        telegram_channel,
+        _update(35, f"Hey {mention}, where is {other_bot}?", chat_id=-5, chat_type="group",
+                user_id=9, entities=[
+                    {"type": "mention", "offset": 4, "length": len(mention)},
+                    {"type": "mention", "offset": 24, "length": len(other_bot)}]),
+    )  # fmt: skip
+    await manager.adapters[telegram_channel.pk].desk.idle()
+
+    assert ignored == ([], [])
+    assert [(c.params["chat_id"], c.params["text"]) for c in platform.of("sendMessage")] == [
+        (-5, "Here.")
+    ]
+    main = next(r for r in llm_script.requests if r.model == "standard")
+    assert main.messages[-1]["content"] == f"Hey , where is {other_bot}?"
+
+
+async def test_a_mention_without_entities_counts_as_a_whole_username(
+    platform: PlatformServer,
+    manager: ChannelManager,
+    telegram_channel: ChannelConfig,
+    llm_script: Any,
+) -> None:
+    await manager.reconcile()
+    script_turn(llm_script, "Yes.")
+
+    await _post(
+        telegram_channel,
+        _update(36, f"please @{BOT_USERNAME.upper()} say hi", chat_id=-5, chat_type="group"),
+    )
+    await manager.adapters[telegram_channel.pk].desk.idle()
+
+    main = next(r for r in llm_script.requests if r.model == "standard")
+    assert main.messages[-1]["content"] == "please  say hi"
+
+
 async def test_a_long_answer_is_split_into_valid_messages(
     platform: PlatformServer,
     manager: ChannelManager,
