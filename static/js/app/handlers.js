@@ -6,7 +6,7 @@ import { $, api, HttpError } from "./dom.js";
 import { consentOf } from "./consent.js";
 import { storeFiles } from "./files.js";
 import { reasonText } from "./reasons.js";
-import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, noteStored, state, storedWithin, turnFor } from "./state.js";
+import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, noteStored, settledStatus, state, storedWithin, turnFor } from "./state.js";
 
 const LOGIN_URL = "/accounts/login/";
 const CONNECTION_LABELS = { connecting: "Connecting…", open: "Connected", reconnecting: "Reconnecting…", closed: "Offline" };
@@ -136,6 +136,7 @@ async function startTurn({ screen, storage, view }, frame) {
     chosenOf(frame.chat_id).set(frame.message_id, frame.assistant_message_id);
     view.remove(earlier);
   }
+  if (!state.askedTurns.has(frame.task_id)) await replaceEarlierAnswers(view, frame);
   const turn = turnFor(frame);
   turn.userMessageId = frame.message_id;
   turn.assistantMessageId = frame.assistant_message_id;
@@ -145,6 +146,20 @@ async function startTurn({ screen, storage, view }, frame) {
   screen.syncStopButton();
   await storage.storeUserMessage(frame.message_id);
   await storeFiles(frame.message_id);
+}
+
+// Another tab or device retried or regenerated this question: its new answer takes the
+// place of the ones shown, as in the tab that asked (a retried answer, one that ended
+// without finishing, is replaced; a done one stays a version behind the new one).
+async function replaceEarlierAnswers(view, frame) {
+  if (!state.store) return;
+  const rows = await state.store.messages(frame.chat_id);
+  for (const row of rows) {
+    if (row.role !== "assistant" || row.parent_id !== frame.message_id || row.message_id === frame.assistant_message_id) continue;
+    if (settledStatus(row) === "done") chosenOf(frame.chat_id).set(frame.message_id, frame.assistant_message_id);
+    else state.replaced.add(row.message_id);
+    view.remove(row.message_id);
+  }
 }
 
 async function noteQueued({ screen, storage, view }, frame) {
