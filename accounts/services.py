@@ -39,7 +39,7 @@ from accounts.selectors import (
 )
 from instances.models import Instance, InstanceMember
 from instances.services import instance_member_set
-from openmates import crypto, vault
+from openmates import crypto, sockets, vault
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,8 @@ class ApiTokenLimitError(Exception):
 
 
 def user_socket_group(user_id: int | str) -> str:
-    """The channel-layer group all of a user's chat sockets join."""
-    return f"user.{user_id}.sockets"
+    """The channel-layer group all of a user's chat sockets join (``openmates.sockets``)."""
+    return sockets.user_socket_group(user_id)
 
 
 def api_token_socket_group(token_id: int | str) -> str:

@@ -41,6 +41,7 @@ class MessageAdmin(admin.ModelAdmin):
         "chat",
         "role",
         "status",
+        "failure_reason",
         "model",
         "version",
         "prompt_tokens",

@@ -27,7 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.permissions import SessionOnlyForWrites
-from chats import selectors, services
+from chats import notify, selectors, services
 from chats.models import Chat, Embed
 from chats.sync import chat_metadata, message_metadata, with_server_copies
 from instances.selectors import instance_get_for_user
@@ -178,6 +178,9 @@ class ChatListApi(JsonOnlyApi):
             # message names no id.
             message = "This chat id is already in use: create the chat under a fresh id."
             return Response({"code": "id_in_use", "message": message}, status=409)
+        notify.chat_changed(
+            user_id=chat.owner_id, kind="chat.created", chat_id=chat.pk, version=chat.version
+        )
         return Response(chat_metadata(chat), status=status.HTTP_201_CREATED)
 
 
@@ -209,11 +212,18 @@ class ChatDetailApi(JsonOnlyApi):
             chat = services.chat_update(chat=chat, **fields)
         except services.VersionConflict as exc:
             return _conflict(exc)
+        notify.chat_changed(
+            user_id=chat.owner_id, kind="chat.updated", chat_id=chat.pk, version=chat.version
+        )
         return Response(chat_metadata(chat))
 
     @extend_schema(operation_id="chats_destroy", responses={204: None})
     def delete(self, request: Request, chat_id: str) -> Response:
-        services.chat_delete(chat=_chat_or_404(request, chat_id))
+        chat = _chat_or_404(request, chat_id)
+        services.chat_delete(chat=chat)
+        notify.chat_changed(
+            user_id=chat.owner_id, kind="chat.deleted", chat_id=chat.pk, version=chat.version + 1
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -266,6 +276,9 @@ class MessageStoreApi(JsonOnlyApi):
             return _conflict(exc)
         except ValueError as exc:
             return Response({"code": "invalid_request", "message": str(exc)}, status=400)
+        notify.message_stored(
+            user_id=chat.owner_id, chat_id=chat.pk, message_id=message.pk, version=message.version
+        )
         return Response({"chat_id": chat.pk, "message_id": message.pk, "version": message.version})
 
 

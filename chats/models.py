@@ -127,6 +127,9 @@ class Message(models.Model):
     # The chat's version after this message's last change ("messages since a version").
     chat_version = models.PositiveBigIntegerField(default=0)
     model = models.CharField(max_length=200, blank=True, default="")
+    # Why an assistant message ended failed or interrupted: a stable reason code
+    # (openmates.llm.FAILURE_REASONS, docs/protocol.md §8), never a message text; "" otherwise.
+    failure_reason = models.CharField(max_length=32, blank=True, default="")
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     # A /v1 request's OpenAI ``user`` (the client's name for its end user), on the user

@@ -403,13 +403,17 @@ def message_status_set(*, message_id: str, status: str) -> None:
         _status_write(chat_id=chat_id, message_id=message_id, status=status)
 
 
-def _status_write(*, chat_id: str, message_id: str, status: str) -> int:
-    """Set a message's status inside the caller's transaction (the chat locked): the chat's
-    version rises by one and the message records it. Returns the rows changed (0 or 1);
-    the version rises either way, so callers check the message exists or roll back."""
+def _status_write(*, chat_id: str, message_id: str, status: str, failure_reason: str = "") -> int:
+    """Set a message's status (and its ``failure_reason``) inside the caller's transaction
+    (the chat locked): the chat's version rises by one and the message records it. Returns
+    the rows changed (0 or 1); the version rises either way, so callers check the message
+    exists or roll back."""
     new_version = _bump_chat(chat_id)
     return Message.objects.filter(pk=message_id, chat_id=chat_id).update(
-        status=status, chat_version=new_version, updated_at=timezone.now()
+        status=status,
+        failure_reason=failure_reason,
+        chat_version=new_version,
+        updated_at=timezone.now(),
     )
 
 
@@ -529,6 +533,8 @@ def message_store(*, chat: Chat, message_id: str, encrypted_content: str, versio
 
 RETRYABLE_STATUSES = (MessageStatus.FAILED, MessageStatus.INTERRUPTED, MessageStatus.CANCELLED)
 UNFINISHED_STATUSES = (MessageStatus.PENDING, MessageStatus.STREAMING)
+# The statuses of an answer that ended without its whole text: they keep a failure reason.
+FAILURE_STATUSES = (MessageStatus.FAILED, MessageStatus.INTERRUPTED)
 
 
 class NotRetryable(Exception):  # noqa: N818 - reads as the condition it reports
@@ -763,9 +769,12 @@ def turn_finish(
     usage: dict[str, int] | None,
     title: str | None = None,
     question_kept: bool = False,
+    failure_reason: str = "",
 ) -> None:
     """Finish a turn, one transaction: write both messages' final ``status`` (only the
-    reply's with ``question_kept``: a regenerated answer's question stays as it was); the reply's
+    reply's with ``question_kept``: a regenerated answer's question stays as it was), the
+    reply's ``failure_reason`` (a reason code of docs/protocol.md §8, kept only with status
+    ``failed`` or ``interrupted``); the reply's
     sealed server copy with ``model`` and ``usage`` (``{"prompt_tokens",
     "completion_tokens"}``) when ``reply`` has text; the user's ``content`` sealed, in a
     server-managed chat always (and ``title``, when given, as its sealed title), in a
@@ -804,6 +813,7 @@ def turn_finish(
         model=model,
         usage=usage,
         question_kept=question_kept,
+        failure_reason=failure_reason if status in FAILURE_STATUSES else "",
     )
 
 
@@ -816,6 +826,7 @@ def _finish_write(
     model: str,
     usage: dict[str, int] | None,
     question_kept: bool,
+    failure_reason: str,
 ) -> None:
     """:func:`turn_finish`'s transaction: ``ids`` (user message, reply), their ``sealed``
     copies and the title's (``None``: none to keep); with ``question_kept`` the user
@@ -846,6 +857,7 @@ def _finish_write(
             model=model,
             usage=usage,
             version=version,
+            failure_reason=failure_reason,
         )
         changes: dict[str, Any] = {"version": version, "updated_at": timezone.now()}
         if kept_title is not None:
@@ -893,12 +905,14 @@ def _reply_finish(
     model: str,
     usage: dict[str, int] | None,
     version: int,
+    failure_reason: str,
 ) -> None:
     """:func:`turn_finish`'s assistant message, one update (inside its transaction, the
-    chat locked): the status with the chat ``version`` it records and, with ``sealed``,
-    the reply's server copy, model and token counts."""
+    chat locked): the status and ``failure_reason`` with the chat ``version`` it records
+    and, with ``sealed``, the reply's server copy, model and token counts."""
     changes: dict[str, Any] = {
         "status": status,
+        "failure_reason": failure_reason,
         "chat_version": version,
         "updated_at": timezone.now(),
     }
@@ -914,11 +928,13 @@ def _reply_finish(
         raise NotFound(f"message {message_id} not found in chat {chat_id}")
 
 
-def turn_fail(*, message_id: str, assistant_message_id: str) -> int:
+def turn_fail(*, message_id: str, assistant_message_id: str, failure_reason: str = "") -> int:
     """Fail a turn that cannot finish (its process is gone, or it crashed before running):
     write status ``failed`` on whichever of its two messages is still ``pending`` or
-    ``streaming``, one transaction, the chat locked first; a message that is gone or
-    already has its final status is left alone. Returns how many messages were failed.
+    ``streaming``, one transaction, the chat locked first, and on the reply its
+    ``failure_reason`` (a reason code of docs/protocol.md §8, "" when none is known); a
+    message that is gone or already has its final status is left alone. Returns how many
+    messages were failed.
     """
     ids = (message_id, assistant_message_id)
     with transaction.atomic():
@@ -933,7 +949,13 @@ def turn_fail(*, message_id: str, assistant_message_id: str) -> int:
             .values_list("pk", "chat_id")
         )
         for unfinished_id, chat_id in unfinished:
-            _status_write(chat_id=chat_id, message_id=unfinished_id, status=MessageStatus.FAILED)
+            reason = failure_reason if unfinished_id == assistant_message_id else ""
+            _status_write(
+                chat_id=chat_id,
+                message_id=unfinished_id,
+                status=MessageStatus.FAILED,
+                failure_reason=reason,
+            )
     return len(unfinished)
 
 

@@ -65,6 +65,8 @@ def message_metadata(message: Message) -> dict[str, Any]:
         "encrypted_content": message.encrypted_content,
         "pending_server_copy": message.server_content is not None,
         "model": message.model,
+        # Why a failed or interrupted answer ended (docs/protocol.md §8), else None.
+        "failure_reason": message.failure_reason or None,
         "created_at": message.created_at.isoformat(),
     }
 
@@ -149,6 +151,18 @@ def sync_phases(*, user: Any, known: dict[str, int]) -> list[list[dict[str, Any]
             item["messages"] = chat_messages_for_sync(chat)
         phases[phase].append(item)
     return phases
+
+
+def chats_gone(*, user: Any, known: dict[str, int]) -> list[str]:
+    """The ids of ``known`` (the chats a client holds) that are no chat of ``user`` now:
+    deleted while the client was away, or never the user's. Sorted; ``sync.done`` carries
+    them as ``deleted`` and the client drops them (docs/protocol.md §4)."""
+    if not known:
+        return []
+    held = set(
+        Chat.objects.filter(owner_id=user.pk, pk__in=list(known)).values_list("pk", flat=True)
+    )
+    return sorted(chat_id for chat_id in known if chat_id not in held)
 
 
 def sync_total_chats(*, user: Any) -> int:

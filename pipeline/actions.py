@@ -35,10 +35,11 @@ from chats.selectors import (
     auser_message_status,
     turn_chat_get,
 )
-from chats.sync import sync_phases
+from chats.sync import chats_gone, sync_phases
 from instances.selectors import instance_get_for_user, instance_role_for_user
 from openmates import crypto, llm, vault
 from openmates.crypto import DecryptionError
+from openmates.sockets import auser_sockets_send
 from pipeline import events as ev
 from pipeline import files as turn_files
 from pipeline import protocol as p
@@ -47,7 +48,7 @@ from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.prompts import answer_reserve_tokens
 from pipeline.protocol import ErrorCode, FrameError
-from pipeline.runtime import TurnControl, TurnRegistry, user_group
+from pipeline.runtime import TurnControl, TurnRegistry
 from pipeline.turn import TurnRequest, run_turn
 
 logger = logging.getLogger(__name__)
@@ -697,6 +698,7 @@ async def turn_ended(socket: Socket, task_id: str, *, chat_id: str | None = None
                 usage=snapshot.usage or {"prompt_tokens": 0, "completion_tokens": 0},
                 status=snapshot.status,
                 sequence=snapshot.sequence,
+                reason=snapshot.reason,
             ).to_frame()
         )
 
@@ -845,14 +847,8 @@ async def _chat_event(socket: Socket, frame: dict[str, Any]) -> None:
     without ``request_id``, to the user's other sockets on every process (the user's
     group, docs/protocol.md §4)."""
     await socket.deliver(frame)
-    layer = get_channel_layer()
-    if layer is None:
-        return
     shared = {key: value for key, value in frame.items() if key != "request_id"}
-    await layer.group_send(
-        user_group(socket.user.pk),
-        {"type": "chat.event", "frame": shared, "origin": socket.channel_name},
-    )
+    await auser_sockets_send(socket.user.pk, shared, origin=socket.channel_name)
 
 
 async def chat_create(socket: Socket, frame: p.ChatCreate) -> None:
@@ -963,14 +959,19 @@ async def message_store(socket: Socket, frame: p.MessageStore) -> None:
     )
 
 
+def _sync_answer(user: Any, known: dict[str, int]) -> tuple[list[list[dict[str, Any]]], list[str]]:
+    """The sync's phases and the chats of ``known`` that are gone (``chats.sync``)."""
+    return sync_phases(user=user, known=known), chats_gone(user=user, known=known)
+
+
 async def sync_request(socket: Socket, frame: p.SyncRequest) -> None:
-    phases = await sync_to_async(sync_phases)(user=socket.user, known=dict(frame.known))
+    phases, gone = await sync_to_async(_sync_answer)(socket.user, dict(frame.known))
     total = 0
     for number, chats in enumerate(phases, start=1):
         total += len(chats)
         for part in ev.SyncPhase(phase=number, chats=tuple(chats)).to_frames():
             await socket.deliver(part)
-    await socket.deliver(ev.SyncDone(total_chats=total).to_frame())
+    await socket.deliver(ev.SyncDone(total_chats=total, deleted=tuple(gone)).to_frame())
 
 
 async def ping(socket: Socket, frame: p.Ping) -> None:

@@ -250,9 +250,11 @@ class StreamDone(ServerEvent):
 
     ``sequence``: the number of the last delta (the reply is deltas 1…``sequence``), when
     the sender knows it. ``finish_reason``: ``"length"`` when the reply was cut at the
-    deployment's maximum reply size. A ``content`` too long for one frame is left out
-    (``content_omitted: true``): the client uses the deltas it has, or, missing some,
-    reads the server's copy of the reply (REST ``GET /api/chats/<id>/messages/``).
+    deployment's maximum reply size. ``reason``: why a ``failed`` or ``interrupted`` answer
+    ended, the ``reason`` of the turn's ``error`` (docs/protocol.md §8). A ``content`` too
+    long for one frame is left out (``content_omitted: true``): the client uses the deltas
+    it has, or, missing some, reads the server's copy of the reply (REST
+    ``GET /api/chats/<id>/messages/``).
     """
 
     TYPE: ClassVar[str] = "stream.done"
@@ -268,6 +270,7 @@ class StreamDone(ServerEvent):
     # The answer's language (ISO 639-1), also for a client that missed preprocess.done
     # (it resumed the turn after a reload).
     language: str | None = None
+    reason: str | None = None
 
     def to_frame(self) -> dict[str, Any]:
         return _without_long_text(ServerEvent.to_frame(self), "content")
@@ -351,8 +354,12 @@ def _chat_pieces(chat: dict[str, Any], budget: int) -> list[tuple[dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class SyncDone(ServerEvent):
+    """The end of a sync: ``total_chats`` the phases carried, ``deleted`` the chat ids the
+    request's ``known`` named that the user no longer has (at most 10,000: 4 MiB)."""
+
     TYPE: ClassVar[str] = "sync.done"
     total_chats: int
+    deleted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

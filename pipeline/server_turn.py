@@ -43,6 +43,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from chats import cache as chat_cache
+from chats import notify as chat_notify
 from chats import services as chat_services
 from chats.models import Chat, ChatMode, Message, MessageRole, MessageStatus
 from instances.models import Instance
@@ -164,7 +165,8 @@ def _conversation_get(*, instance: Instance, user_id: int, conversation_id: str)
 def _conversation_create(
     *, instance: Instance, user_id: int, history: Sequence[Mapping[str, str]]
 ) -> tuple[Chat, tuple[dict[str, Any], ...]]:
-    """A new server-managed chat holding ``history`` as done messages (sealed)."""
+    """A new server-managed chat holding ``history`` as done messages (sealed); the
+    user's sockets get ``chat.created`` for it (docs/protocol.md §4)."""
     chat_services.user_transit_key_ensure(user_id=user_id)
     chat = chat_services.server_chat_create(
         user=get_user_model().objects.get(pk=user_id),
@@ -181,6 +183,9 @@ def _conversation_create(
         )
         entries.append({"message_id": message_id, "role": item["role"], "content": item["content"]})
     chat.refresh_from_db()
+    chat_notify.chat_changed(
+        user_id=user_id, kind="chat.created", chat_id=chat.pk, version=chat.version
+    )
     return chat, tuple(entries)
 
 

@@ -387,6 +387,7 @@ class Snapshot:
     status: str | None  # the final status once the turn ended, else None
     model: str = ""
     usage: dict[str, int] | None = None
+    reason: str | None = None  # why a failed answer ended (docs/protocol.md §8)
 
 
 # SET KEYS[1] = ARGV[1] for ARGV[2] seconds, unless KEYS[2] (a chat's deletion mark) exists.
@@ -419,6 +420,7 @@ async def snapshots_save(items: list[tuple[int | str, str, Snapshot]]) -> None:
                 "status": snapshot.status,
                 "model": snapshot.model,
                 "usage": snapshot.usage,
+                "reason": snapshot.reason,
             }
         ).encode()
         envelope = await crypto.aseal(
@@ -467,6 +469,7 @@ async def snapshot_load(*, user_id: int | str, task_id: str) -> Snapshot | None:
         status=raw.get("status"),
         model=str(raw.get("model") or ""),
         usage=raw.get("usage"),
+        reason=raw.get("reason") or None,
     )
 
 

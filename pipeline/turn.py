@@ -195,12 +195,8 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
         if not control.cancel.is_set():
             raise
         _uncancel()
-    except _TurnError as failure:
-        progress.result.status = "interrupted" if progress.result.parts else "failed"
-        yield failure.error
     except Exception as exc:
-        progress.result.status = "interrupted" if progress.result.parts else "failed"
-        yield _error_for(request, exc)
+        yield _failed(request, progress.result, exc)
     finally:
         if progress.title_task is not None and not progress.title_task.done():
             progress.title_task.cancel()
@@ -212,7 +208,8 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
         await _finalize(request, progress)
     except Exception as exc:
         result.status = "failed"
-        yield _error_for(request, exc)
+        result.error = _error_for(request, exc)
+        yield result.error
     if progress.rejected and result.status == "done":
         # The canned reply is the answer (status done); the error says why, just before.
         yield ev.Error(
@@ -232,6 +229,7 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
         status=result.status,
         finish_reason=result.finish_reason,
         language=progress.language,
+        reason=_failure_reason(result),
     )
     if result.status != "done":
         return
@@ -258,6 +256,22 @@ def _uncancel() -> None:
     task = asyncio.current_task()
     if task is not None:
         task.uncancel()
+
+
+def _failed(request: TurnRequest, result: MainResult, exc: Exception) -> ev.Error:
+    """End the turn's answer ``failed`` (``interrupted`` once it has text) because of
+    ``exc``; returns the ``error`` event, kept on ``result``."""
+    result.status = "interrupted" if result.parts else "failed"
+    result.error = exc.error if isinstance(exc, _TurnError) else _error_for(request, exc)
+    return result.error
+
+
+def _failure_reason(result: MainResult) -> str | None:
+    """Why a failed or interrupted answer ended: its error's reason (docs/protocol.md §8),
+    None for another status or an error without one."""
+    if result.status not in ("failed", "interrupted") or result.error is None:
+        return None
+    return result.error.reason
 
 
 def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
@@ -751,6 +765,7 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             usage=result.usage,
             title=progress.notes.title,
             question_kept=request.regenerate,
+            failure_reason=_failure_reason(result) or "",
         )
     except chat_services.NotFound:
         # Deleted between the check above and now; the runtime drops what was cached.

@@ -49,11 +49,13 @@ class Subscriber(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class StreamDoneInfo:
-    """How an ended turn ended, as its snapshot keeps it (``usage``: token counts)."""
+    """How an ended turn ended, as its snapshot keeps it (``usage``: token counts;
+    ``reason``: a failed answer's reason code, docs/protocol.md §8)."""
 
     status: str
     model: str
     usage: dict[str, int]
+    reason: str | None = None
 
 
 class Delivery:
@@ -145,7 +147,7 @@ class Delivery:
         final snapshot (with the outcome) that late resumes read; returns the event sent."""
         await self.flush_text()
         event = dataclasses.replace(event, sequence=self.sequence)
-        self.done = StreamDoneInfo(event.status, event.model, dict(event.usage))
+        self.done = StreamDoneInfo(event.status, event.model, dict(event.usage), event.reason)
         await snapshots_save([self])
         await self.emit(event)
         return event
@@ -258,6 +260,7 @@ class Delivery:
             status=info.status if info else None,
             model=info.model if info else "",
             usage=info.usage if info else None,
+            reason=info.reason if info else None,
         )
 
 

@@ -38,6 +38,22 @@ def test_phases_split_1_19_100_newest_first(keyed_owner: Any, chat_instance: Any
     assert sync.sync_total_chats(user=keyed_owner) == 122
 
 
+def test_chats_gone_are_the_known_ids_the_user_has_no_chat_of(
+    keyed_owner: Any, chat_instance: Any, django_user_model: Any
+) -> None:
+    kept, deleted = _chats(keyed_owner, chat_instance, 2)
+    other = django_user_model.objects.create_user(username="other", password="x" * 12)
+    (foreign,) = _chats(other, chat_instance, 1)
+    services.chat_delete(chat=deleted)
+    unknown = _id()
+    known = {kept.pk: 1, deleted.pk: 1, foreign.pk: 1, unknown: 1}
+
+    assert sync.chats_gone(user=keyed_owner, known=known) == sorted(
+        [deleted.pk, foreign.pk, unknown]
+    )
+    assert sync.chats_gone(user=keyed_owner, known={}) == []
+
+
 def test_only_chats_whose_version_differs_are_sent(keyed_owner: Any, chat_instance: Any) -> None:
     a, b, c = _chats(keyed_owner, chat_instance, 3)
     services.user_message_accept(chat=a, message_id=_id(), user=keyed_owner)

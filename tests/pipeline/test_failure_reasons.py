@@ -3,14 +3,17 @@ and ``message`` and the AI call row (docs/protocol.md §8)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 
+from chats.models import Message
 from openmates import llm
 from openmates.models import AICall
 from pipeline.ids import new_id
+from tests.chats.rest import signed_in_client
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -54,7 +57,7 @@ async def test_a_provider_failure_reaches_the_frame_and_the_call_log_with_its_re
     error = next(f for f in frames if f["type"] == "error")
     assert (error["code"], error["reason"]) == ("provider_error", reason)
     assert error["message"] == llm.FAILURE_REASONS[reason]
-    assert frames[-1]["status"] == "failed"
+    assert (frames[-1]["status"], frames[-1]["reason"]) == ("failed", reason)
     row = await _failed_stream_row(chat.pk)
     assert (row.outcome, row.error_reason) == ("error", reason)
     assert row.error_message != ""
@@ -77,6 +80,67 @@ async def test_a_missing_provider_key_is_provider_not_configured(
     error = next(f for f in frames if f["type"] == "error")
     assert (error["code"], error["reason"]) == ("provider_error", "provider_not_configured")
     assert "administrator" in error["message"]
+
+
+async def _answer_kept(user: Any, chat_id: str, message_id: str) -> tuple[str, Any]:
+    """The answer's ``failure_reason`` on its row and in the REST message list."""
+
+    def read() -> tuple[str, Any]:
+        row = Message.objects.get(pk=message_id)
+        listed = signed_in_client(user).get(f"/api/chats/{chat_id}/messages/?since=0").json()
+        shown = next(m for m in listed["messages"] if m["message_id"] == message_id)
+        return row.failure_reason, shown["failure_reason"]
+
+    return await sync_to_async(read)()
+
+
+async def test_a_failed_answer_keeps_its_reason_on_the_row_in_rest_and_in_the_snapshot(
+    ws_client: Any, chat: Any, user: Any, llm_script: Any, settings: Any
+) -> None:
+    settings.LLM_RETRIES = 0
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(model="standard", error=599)
+    client = await ws_client(user)
+    await client.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="Tell me")
+    done = (await client.until("stream.done", wait_s=20))[-1]
+
+    assert await _answer_kept(user, chat.pk, done["message_id"]) == (
+        "provider_unreachable",
+        "provider_unreachable",
+    )
+    # The sealed snapshot's stream.done (a later stream.resume) says why as well.
+    await client.send(
+        type="stream.resume", chat_id=chat.pk, task_id=done["task_id"], last_sequence=0
+    )
+    resumed = (await client.until("stream.done", wait_s=20))[-1]
+    assert (resumed["status"], resumed["reason"]) == ("failed", "provider_unreachable")
+
+
+async def test_a_done_answer_has_no_failure_reason(
+    ws_client: Any, chat: Any, user: Any, llm_script: Any
+) -> None:
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text="Fine.", model="standard")
+    llm_script.reply(text='{"follow_ups": [], "topic_changed": false, "summary": ""}', model="fast")
+    client = await ws_client(user)
+    await client.send(type="message.send", chat_id=chat.pk, message_id=new_id(), content="Tell me")
+    done = (await client.until("stream.done", wait_s=20))[-1]
+
+    assert done["status"] == "done"
+    assert "reason" not in done
+    assert await _answer_kept(user, chat.pk, done["message_id"]) == ("", None)
+
+
+def test_the_browser_keeps_every_reasons_english_text_as_the_server_words_it() -> None:
+    # A reason read with a stored message (after a reload) is shown from this table.
+    from pathlib import Path
+
+    script = (Path(__file__).parents[2] / "static/js/app/reasons.js").read_text()
+    table = script.split("export const ENGLISH = {", 1)[1].split("};", 1)[0]
+    kept = dict(re.findall(r'^\s*(\w+): "(.*)",$', table, flags=re.MULTILINE))
+    assert kept == llm.FAILURE_REASONS
 
 
 def test_a_failed_tool_says_tool_failed_and_a_finished_one_no_reason() -> None:

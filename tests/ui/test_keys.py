@@ -47,6 +47,14 @@ def page(ui_context: Any) -> Any:
     return ui_context.new_page()
 
 
+def _meter_shown(page: Any, selector: str) -> dict[str, Any]:
+    """The strength bar's score attribute and drawn width: an empty field shows no bar."""
+    return page.eval_on_selector(
+        selector,
+        "bar => ({score: bar.getAttribute('data-score'), width: getComputedStyle(bar).width})",
+    )
+
+
 def test_set_up_reload_and_unlock_with_the_csp_intact(
     asgi_server: str, open_signup: Instance, page: Any
 ) -> None:
@@ -88,6 +96,7 @@ def test_passphrase_equal_to_the_login_password_is_refused(
 ) -> None:
     sign_up(page, asgi_server, "bob")
     page.wait_for_selector("#screen-setup:not([hidden])")
+    assert _meter_shown(page, "#setup-strength-bar") == {"score": None, "width": "0px"}
     page.fill("#setup-passphrase", PASSWORD)
     page.fill("#setup-passphrase2", PASSWORD)
     page.fill("#setup-login-password", PASSWORD)
@@ -111,6 +120,8 @@ def test_recovery_key_resets_a_forgotten_passphrase(
     stale.goto(f"{asgi_server}/")
     stale.wait_for_selector("#screen-unlock:not([hidden])")
     page.click("#unlock-forgot")
+    page.wait_for_selector("#recover-passphrase")
+    assert _meter_shown(page, "#recover-strength-bar") == {"score": None, "width": "0px"}
     page.fill("#recover-key", "AAAAA-BBBBB-CCCCC-DDDDD")
     page.fill("#recover-passphrase", "a brand new passphrase for cy 7")
     page.fill("#recover-passphrase2", "a brand new passphrase for cy 7")

@@ -13,7 +13,7 @@ from accounts.models import SignupPolicy
 from chats.models import Message
 from instances.models import Instance
 from tests.ui.conftest import daphne_process
-from tests.ui.pages import indexeddb_rows, new_user, unlock
+from tests.ui.pages import indexeddb_rows, new_user, open_first_chat, unlock
 from tests.ui.test_chat import eventually, send
 from tests.ui.wire import Turn, UIModelServer
 
@@ -187,6 +187,13 @@ def test_with_the_provider_down_the_failed_answer_says_why_in_the_users_language
             assert shown in answer
             assert "The answer failed." not in answer
             page.wait_for_selector(".msg-assistant button.retry")
+            # After a reload the reason comes with the stored answer (failure_reason).
+            page.reload()
+            open_first_chat(page)
+            page.wait_for_selector(".msg-assistant[data-status=failed]", timeout=30_000)
+            answer = page.locator(".msg-assistant").last.inner_text()
+            assert shown in answer
+            assert "The answer failed." not in answer
     finally:
         context.close()
 

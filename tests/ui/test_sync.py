@@ -1,5 +1,7 @@
-"""Two pages of one user stay in sync: the chat list (create, rename, pin, delete) and the
-question typed in the other page, through the user's socket group (docs/protocol.md §4)."""
+"""Two pages of one user, and another device of the user, stay in sync: the chat list
+(create, rename, pin, delete), the question typed in the other page with its answer, a
+retry, through the user's socket group (docs/protocol.md §4), and a page whose socket was
+down drops the chats deleted meanwhile when it reconnects (``sync.done``'s ``deleted``)."""
 
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ from websockets.sync.client import connect
 
 from accounts.models import SignupPolicy
 from accounts.services import api_token_create
+from chats import services as chat_services
 from chats.models import Chat, Message
 from instances.models import Instance
 from pipeline.ids import new_id
-from tests.ui.pages import indexeddb_rows, new_user, unlock
+from tests.ui.pages import PASSWORD, indexeddb_rows, new_user, unlock
 from tests.ui.test_chat import eventually, send
+from tests.ui.test_outbox import SOCKET_SWITCH
 from tests.ui.wire import Turn, UIModelServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -309,3 +313,120 @@ def test_a_turn_a_program_starts_with_an_api_token_shows_in_the_open_page_with_i
     assert eventually(
         lambda: not Message.objects.filter(chat=chat, server_content__isnull=False).exists()
     )
+
+
+def test_a_chat_deleted_while_the_socket_was_down_goes_when_it_reconnects(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    page = ui_context.new_page()
+    page.add_init_script(SOCKET_SWITCH)
+    new_user(page, asgi_server, "returner")
+    page.wait_for_selector("#conn[data-state=open]")
+    llm.set_json(title="Old plans")
+    llm.queue(Turn(pieces=["Kept ", "here."]))
+    send(page, "Keep this?")
+    page.wait_for_selector(".msg-assistant[data-status=done]")
+    page.wait_for_selector(".chat-item-open:has-text('Old plans')")
+
+    page.evaluate("window.__cutSockets()")
+    page.wait_for_selector("#conn:not([data-state=open])")
+    # Deleted elsewhere while this page cannot hear of it (no socket of the user is open).
+    chat_services.chat_delete(chat=Chat.objects.get(owner__username="returner"))
+    page.wait_for_timeout(500)
+    assert _titles(page) == ["Old plans"]
+    page.evaluate("window.__wsDown = false")
+
+    page.wait_for_selector(".chat-item-open", state="detached", timeout=30_000)
+    assert "deleted in another tab" in page.inner_text("#composer-status")
+    assert indexeddb_rows(page, "chats") == "[]"
+    page.reload()
+    unlock(page)
+    page.wait_for_selector("#conn[data-state=open]")
+    page.wait_for_timeout(500)
+    assert _titles(page) == []
+
+
+def _other_device(browser: Any, base: str, username: str) -> tuple[Any, Any]:
+    """A fresh browser profile of ``username`` (another device), signed in, unlocked and
+    connected: ``(context, page)``."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    unlock(page)
+    page.wait_for_selector("#conn[data-state=open]")
+    return context, page
+
+
+def test_another_device_sees_chats_change_and_a_question_with_its_streamed_answer(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any, ui_browser: Any
+) -> None:
+    first = ui_context.new_page()
+    new_user(first, asgi_server, "traveller")
+    first.wait_for_selector("#conn[data-state=open]")
+    device_context, device = _other_device(ui_browser, asgi_server, "traveller")
+    try:
+        llm.set_json(title="Garden plans")
+        llm.queue(
+            Turn(pieces=["Plant ", "tomatoes."]),
+            Turn(pieces=[f"tok{i} " for i in range(60)], gap_s=0.05),
+        )
+        send(first, "What to plant?")
+        first.wait_for_selector(".chat-item-open:has-text('Garden plans')")
+        device.wait_for_selector(".chat-item-open:has-text('Garden plans')", timeout=SYNC_MS)
+        device.click(".chat-item-open:has-text('Garden plans')")
+        device.wait_for_selector(".msg-assistant .msg-body:has-text('Plant tomatoes.')")
+        assert device.inner_text(".msg-user .msg-body") == "What to plant?"
+
+        send(first, "Count for me")
+        device.wait_for_selector(".msg-assistant .msg-body:has-text('tok3')", timeout=10_000)
+        device.wait_for_selector(".msg-user .msg-body:has-text('Count for me')", timeout=SYNC_MS)
+        device.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('tok59')")
+        assert device.locator(".msg-user .msg-body").all_inner_texts() == [
+            "What to plant?",
+            "Count for me",
+        ]
+
+        _menu(first, "Garden plans", "Rename")
+        first.fill(".chat-rename", "Vegetables")
+        first.press(".chat-rename", "Enter")
+        device.wait_for_selector(".chat-item-open:has-text('Vegetables')", timeout=SYNC_MS)
+        assert _titles(device) == ["Vegetables"]
+
+        _menu(first, "Vegetables", "Delete")
+        first.click("#confirm-yes")
+        device.wait_for_selector(".chat-item-open", state="detached", timeout=SYNC_MS)
+        assert "deleted in another tab" in device.inner_text("#composer-status")
+    finally:
+        device_context.close()
+
+
+def test_a_retry_in_one_page_replaces_the_stopped_answer_in_the_other_too(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(Turn(pieces=[f"word{i} " for i in range(300)], gap_s=0.05))
+    first, second = _two_pages(ui_context, asgi_server, "retrier2")
+    send(first, "Count for me")
+    first.wait_for_selector(".chat-item .chat-item-open")
+    second.wait_for_selector(".chat-item .chat-item-open", timeout=SYNC_MS)
+    second.click(".chat-item .chat-item-open")
+    second.wait_for_selector(".msg-assistant .msg-body:has-text('word5')", timeout=10_000)
+    first.click("#stop")
+    first.wait_for_selector(".msg-assistant .msg-status-cancelled")
+    second.wait_for_selector(".msg-assistant .msg-status-cancelled")
+
+    llm.queue(Turn(pieces=[f"again{i} " for i in range(60)], gap_s=0.05))
+    first.click(".msg-assistant .retry")
+    # While the retry streams (its answer not stored yet) and once it is done.
+    for answer in (
+        ".msg-assistant .msg-body:has-text('again3')",
+        ".msg-assistant[data-status=done]",
+    ):
+        for page in (first, second):
+            page.wait_for_selector(answer, timeout=10_000)
+            roles = page.locator(".msg").evaluate_all("nodes => nodes.map((n) => n.dataset.role)")
+            assert roles == ["user", "assistant"]
+            assert page.locator(".msg-status-cancelled").count() == 0

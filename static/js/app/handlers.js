@@ -6,7 +6,7 @@ import { $, api, HttpError } from "./dom.js";
 import { consentOf } from "./consent.js";
 import { storeFiles } from "./files.js";
 import { reasonText } from "./reasons.js";
-import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, noteStored, state, storedWithin, turnFor } from "./state.js";
+import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, noteStored, settledStatus, state, storedWithin, turnFor } from "./state.js";
 
 const LOGIN_URL = "/accounts/login/";
 const CONNECTION_LABELS = { connecting: "Connecting…", open: "Connected", reconnecting: "Reconnecting…", closed: "Offline" };
@@ -82,7 +82,19 @@ async function ingestSyncPhase({ screen, storage }, frame) {
 
 async function finishSync({ storage }, frame) {
   $("sync-status").textContent = "";
+  await dropDeletedChats(storage, frame.deleted || []);
   await storage.loadRemainingChats(frame.total_chats);
+}
+
+// Chats this browser held that were deleted while its socket was down (sync.done's
+// `deleted`, docs/protocol.md §4); not one started offline whose chat.create still waits
+// in the outbox (the server does not have it yet).
+async function dropDeletedChats(storage, deleted) {
+  if (!deleted.length) return;
+  const waiting = new Set((await state.store.outbox()).filter((r) => r.kind === "chat").map((r) => r.chat_id));
+  for (const chatId of deleted) {
+    if (!waiting.has(chatId)) await storage.forgetChat(chatId, { elsewhere: true });
+  }
 }
 
 // Another tab's new chat. Not this tab's own: fetching it here would race the first
@@ -124,6 +136,7 @@ async function startTurn({ screen, storage, view }, frame) {
     chosenOf(frame.chat_id).set(frame.message_id, frame.assistant_message_id);
     view.remove(earlier);
   }
+  if (!state.askedTurns.has(frame.task_id)) await replaceEarlierAnswers(view, frame);
   const turn = turnFor(frame);
   turn.userMessageId = frame.message_id;
   turn.assistantMessageId = frame.assistant_message_id;
@@ -133,6 +146,20 @@ async function startTurn({ screen, storage, view }, frame) {
   screen.syncStopButton();
   await storage.storeUserMessage(frame.message_id);
   await storeFiles(frame.message_id);
+}
+
+// Another tab or device retried or regenerated this question: its new answer takes the
+// place of the ones shown, as in the tab that asked (a retried answer, one that ended
+// without finishing, is replaced; a done one stays a version behind the new one).
+async function replaceEarlierAnswers(view, frame) {
+  if (!state.store) return;
+  const rows = await state.store.messages(frame.chat_id);
+  for (const row of rows) {
+    if (row.role !== "assistant" || row.parent_id !== frame.message_id || row.message_id === frame.assistant_message_id) continue;
+    if (settledStatus(row) === "done") chosenOf(frame.chat_id).set(frame.message_id, frame.assistant_message_id);
+    else state.replaced.add(row.message_id);
+    view.remove(row.message_id);
+  }
 }
 
 async function noteQueued({ screen, storage, view }, frame) {
@@ -219,6 +246,10 @@ async function finishTurn({ screen, storage, view }, frame) {
     turn.language = frame.language;
     state.languages.set(turn.assistantMessageId, frame.language);
   }
+  // A tab that missed the turn's error (it followed the turn late) has its reason here.
+  if (frame.reason && !state.failureReasons.has(frame.message_id)) {
+    state.failureReasons.set(frame.message_id, reasonText(frame.reason, ""));
+  }
   screen.showTurn(turn, frame.status);
   screen.syncStopButton();
   const reason = state.failureReasons.get(frame.message_id);
@@ -233,6 +264,7 @@ async function finishTurn({ screen, storage, view }, frame) {
     if (asked || !(await storedWithin(frame.message_id, FOLLOWER_WAIT_MS))) {
       await storage.storeMessage(turn.chatId, frame.message_id, "assistant", content, 0, {
         status: frame.status, model: frame.model, language: turn.language, parent_id: turn.userMessageId || undefined,
+        failure_reason: frame.reason,
       });
     }
     // The new version's arrows, and Edit / Regenerate now that the turn is over.
@@ -241,10 +273,7 @@ async function finishTurn({ screen, storage, view }, frame) {
   } else if (content === null) {
     await storage.fetchChat(turn.chatId);
   } else if (state.store) {
-    // No text to store (a failed or stopped answer): a row a server read put here
-    // meanwhile gets the status that ended it.
-    const row = (await state.store.messages(turn.chatId)).find((m) => m.message_id === frame.message_id);
-    if (row && row.status !== frame.status) await state.store.putMessage({ ...row, status: frame.status });
+    await keepEndedAnswer(turn, frame);
   }
   // A question this tab never got (a program sent it with an API token and stores
   // nothing): the server kept a copy when the turn ended, read now (this tab stores it).
@@ -252,6 +281,25 @@ async function finishTurn({ screen, storage, view }, frame) {
     const rows = await state.store.messages(turn.chatId);
     if (!rows.some((m) => m.message_id === turn.userMessageId && m.encrypted_content)) await storage.fetchChat(turn.chatId);
   }
+}
+
+// An answer that ended without text (failed, stopped at once) is kept as IndexedDB holds
+// a stored one, with its status and failure reason, so a reload shows it as this page
+// does: a row a server read put here meanwhile gets them, else one is made. (The sync
+// does not bring it back: the chat's version this tab holds may already count it.)
+async function keepEndedAnswer(turn, frame) {
+  const reason = frame.reason ? { failure_reason: frame.reason } : {};
+  const row = (await state.store.messages(turn.chatId)).find((m) => m.message_id === frame.message_id);
+  if (row) {
+    if (row.status !== frame.status || (frame.reason && !row.failure_reason)) await state.store.putMessage({ ...row, status: frame.status, ...reason });
+    return;
+  }
+  if (frame.status === "done" || !state.chats.has(turn.chatId)) return;
+  await state.store.putMessage({
+    message_id: frame.message_id, chat_id: turn.chatId, role: "assistant", status: frame.status, version: 0,
+    encrypted_content: null, model: frame.model || "", created_at: new Date().toISOString(), ...reason,
+    ...(turn.userMessageId ? { parent_id: turn.userMessageId } : {}),
+  });
 }
 
 // Follow-ups under the open chat's last reply; a new title or a summary is stored.

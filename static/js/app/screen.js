@@ -6,6 +6,7 @@
 import { $ } from "./dom.js";
 import { icon } from "./icons.js";
 import { activeTurnOf, chosenOf, config, currentChat, isReadOnly, isServerManaged, isStreaming, settledStatus, state } from "./state.js";
+import { storedReason } from "./reasons.js";
 import { decryptMessage } from "./storage.js";
 import { showTiers } from "./tiers.js";
 import { branchOf, versionControls } from "./versions.js";
@@ -106,6 +107,7 @@ export class Screen {
     this.view.upsert({
       message_id: turn.assistantMessageId, role: "assistant", content: turn.content,
       status: statusName, model: turn.model, language: turn.language,
+      reason: state.failureReasons.get(turn.assistantMessageId),
     });
   }
 
@@ -170,7 +172,7 @@ export class Screen {
     if (content === null && !turnActive && row.role === "assistant" && row.status !== "done") {
       this.view.upsert({
         message_id: row.message_id, role: row.role, content: "", status: row.status, model: row.model,
-        language: row.language, reason: state.failureReasons.get(row.message_id),
+        language: row.language, reason: storedReason(row, state.failureReasons.get(row.message_id)),
       });
       return;
     }
@@ -178,7 +180,7 @@ export class Screen {
     this.view.upsert({
       message_id: row.message_id, role: row.role, content, status: row.status,
       model: row.model, language: row.language || state.languages.get(row.message_id),
-      reason: state.failureReasons.get(row.message_id),
+      reason: storedReason(row, state.failureReasons.get(row.message_id)),
     });
   }
 

@@ -136,6 +136,7 @@ export class ChatStorage {
         ...(message.parent_id !== undefined ? { parent_id: message.parent_id } : {}),
         status, version: message.version,
         encrypted_content: message.encrypted_content, model: message.model || "",
+        failure_reason: message.failure_reason || null,
         created_at: message.created_at,
       });
     }
@@ -150,6 +151,7 @@ export class ChatStorage {
       held.set(message.message_id, {
         message_id: message.message_id, role: message.role, status: message.status,
         model: message.model || "", created_at: message.created_at,
+        failure_reason: message.failure_reason || null,
         content: typeof message.content === "string" ? message.content : held.get(message.message_id)?.content ?? null,
       });
     }
@@ -322,7 +324,8 @@ export class ChatStorage {
   }
 
   // Encrypts a message at baseVersion + 1, keeps it in IndexedDB and sends message.store.
-  // meta: {status?, model?, language?, created_at?, parent_id? (docs/protocol.md §12)}.
+  // meta: {status?, model?, language?, created_at?, parent_id? (docs/protocol.md §12),
+  // failure_reason? (docs/protocol.md §8)}.
   async storeMessage(chatId, messageId, role, content, baseVersion = 0, meta = {}) {
     const chat = state.chats.get(chatId);
     if (!chat) return;
@@ -335,6 +338,7 @@ export class ChatStorage {
       version: baseVersion + 1, encrypted_content: encrypted, model: meta.model || "",
       ...(meta.language ? { language: meta.language } : {}),
       ...(meta.parent_id !== undefined ? { parent_id: meta.parent_id } : {}),
+      ...(meta.failure_reason ? { failure_reason: meta.failure_reason } : {}),
       created_at: meta.created_at || new Date().toISOString(),
     });
     state.socket.send({
