@@ -43,7 +43,10 @@ def images_read(images: Sequence[ImagePart], *, param: str) -> tuple[turn_files.
     """
     if len(images) > protocol.max_files():
         raise WireError(
-            400, f"A message may carry at most {protocol.max_files()} images.", param=param
+            400,
+            f"A message may carry at most {protocol.max_files()} images.",
+            code="too_many_images",
+            param=param,
         )
     files, total = [], 0
     for number, image in enumerate(images, start=1):

@@ -233,7 +233,10 @@ def _turn_input(
     if not text.strip():
         no_text = "The last user message has no text; an image needs some text with it."
         raise wire.WireError(
-            400, no_text if images else "The last user message is empty.", param="messages"
+            400,
+            no_text if images else "The last user message is empty.",
+            code="invalid_value",
+            param="messages",
         )
     return ServerTurnInput(
         instance=found[0],

@@ -151,7 +151,9 @@ def part_text(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
         elif kind in IMAGE_PART_TYPES:
             texts.append(EARLIER_IMAGE)
         else:
-            raise WireError(400, f"Unsupported content part type {kind!r}.", param=where)
+            raise WireError(
+                400, f"Unsupported content part type {kind!r}.", code="invalid_type", param=where
+            )
     return "\n".join(texts)
 
 
@@ -179,7 +181,9 @@ def message_content(
         elif kind in IMAGE_PART_TYPES:
             images.append(_image_part(part, where=f"{where}.{number}"))
         else:
-            raise WireError(400, f"Unsupported content part type {kind!r}.", param=where)
+            raise WireError(
+                400, f"Unsupported content part type {kind!r}.", code="invalid_type", param=where
+            )
     return "\n".join(texts), images
 
 
@@ -218,6 +222,15 @@ def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+def _validation_code(kind: str) -> str:
+    """The stable ``code`` for a pydantic error ``kind``: ``missing_required_parameter``
+    for an absent field, ``invalid_type`` for a value of the wrong JSON type (pydantic's
+    ``float_type``, ``string_type`` …, as OpenAI names them), else ``invalid_value``."""
+    if kind == "missing":
+        return "missing_required_parameter"
+    return "invalid_type" if kind.endswith("_type") else "invalid_value"
+
+
 def parse_request(body: bytes) -> ChatRequest:
     """Parse and check a chat-completions body.
 
@@ -250,9 +263,7 @@ def parse_request(body: bytes) -> ChatRequest:
     except ValidationError as exc:
         first = exc.errors()[0]
         param = ".".join(str(p) for p in first["loc"]) or None
-        # pydantic's ``float_type``, ``int_type``, ``bool_type``, ``string_type`` …: a
-        # value of the wrong JSON type, which OpenAI answers with ``invalid_type``.
-        code = "invalid_type" if first["type"].endswith("_type") else None
+        code = _validation_code(first["type"])
         raise WireError(400, f"{param}: {first['msg']}", code=code, param=param) from None
     if request.n is not None and request.n != 1:
         raise WireError(400, "Only n=1 is supported.", code="unsupported_value", param="n")
@@ -264,7 +275,9 @@ def parse_request(body: bytes) -> ChatRequest:
             param="tools",
         )
     if request.messages[-1].role != "user":
-        raise WireError(400, "The last message must be the user's.", param="messages")
+        raise WireError(
+            400, "The last message must be the user's.", code="invalid_value", param="messages"
+        )
     for index, message in enumerate(request.messages):
         _content_bounded(message, param=f"messages.{index}.content")
     return request

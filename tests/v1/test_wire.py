@@ -131,13 +131,46 @@ def test_null_is_each_optional_fields_default() -> None:
         ({"max_tokens": 0}, "max_tokens"),
     ],
 )
-def test_a_value_out_of_range_is_refused_without_the_type_code(
+def test_a_value_out_of_range_is_refused_as_an_invalid_value(
     fields: dict[str, object], param: str
 ) -> None:
     with pytest.raises(WireError) as caught:
         parse_request(_fields(**fields))
 
-    assert (caught.value.status, caught.value.code, caught.value.param) == (400, None, param)
+    assert (caught.value.status, caught.value.code, caught.value.param) == (
+        400,
+        "invalid_value",
+        param,
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "param"),
+    [
+        ({"model": "demo"}, "missing_required_parameter", "messages"),
+        ({"model": "demo", "messages": []}, "invalid_value", "messages"),
+        (
+            {"model": "demo", "messages": [{"role": "wizard", "content": "hi"}]},
+            "invalid_value",
+            "messages.0.role",
+        ),
+        (
+            {"model": "demo", "messages": [{"role": "user", "content": "hi"}], "stream": "yes"},
+            "invalid_type",
+            "stream",
+        ),
+        ({"model": 5, "messages": [{"role": "user", "content": "hi"}]}, "invalid_type", "model"),
+    ],
+)
+def test_every_refused_body_names_a_stable_code(
+    body: dict[str, object], code: str, param: str | None
+) -> None:
+    with pytest.raises(WireError) as caught:
+        parse_request(json.dumps(body).encode())
+
+    assert (caught.value.status, caught.value.code) == (400, code)
+    if param is not None:
+        assert caught.value.param == param
 
 
 @pytest.mark.parametrize(
