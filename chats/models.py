@@ -130,6 +130,10 @@ class Message(models.Model):
     # Why an assistant message ended failed or interrupted: a stable reason code
     # (openmates.llm.FAILURE_REASONS, docs/protocol.md §8), never a message text; "" otherwise.
     failure_reason = models.CharField(max_length=32, blank=True, default="")
+    # The language an assistant message was answered in (a code of
+    # instances.languages.SUPPORTED_LANGUAGES, from pre-processing); "" when unknown. Metadata
+    # beside ``model``, shown as the answer's badge on every device.
+    language = models.CharField(max_length=16, blank=True, default="")
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     # A /v1 request's OpenAI ``user`` (the client's name for its end user), on the user

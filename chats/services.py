@@ -770,12 +770,13 @@ def turn_finish(
     title: str | None = None,
     question_kept: bool = False,
     failure_reason: str = "",
+    language: str = "",
 ) -> None:
     """Finish a turn, one transaction: write both messages' final ``status`` (only the
     reply's with ``question_kept``: a regenerated answer's question stays as it was), the
     reply's ``failure_reason`` (a reason code of docs/protocol.md §8, kept only with status
-    ``failed`` or ``interrupted``); the reply's
-    sealed server copy with ``model`` and ``usage`` (``{"prompt_tokens",
+    ``failed`` or ``interrupted``) and ``language`` (the code it was answered in, "" when
+    unknown); the reply's sealed server copy with ``model`` and ``usage`` (``{"prompt_tokens",
     "completion_tokens"}``) when ``reply`` has text; the user's ``content`` sealed, in a
     server-managed chat always (and ``title``, when given, as its sealed title), in a
     client-encrypted one only while its client has not stored its own ciphertext (the
@@ -814,6 +815,7 @@ def turn_finish(
         usage=usage,
         question_kept=question_kept,
         failure_reason=failure_reason if status in FAILURE_STATUSES else "",
+        language=language,
     )
 
 
@@ -827,6 +829,7 @@ def _finish_write(
     usage: dict[str, int] | None,
     question_kept: bool,
     failure_reason: str,
+    language: str = "",
 ) -> None:
     """:func:`turn_finish`'s transaction: ``ids`` (user message, reply), their ``sealed``
     copies and the title's (``None``: none to keep); with ``question_kept`` the user
@@ -858,6 +861,7 @@ def _finish_write(
             usage=usage,
             version=version,
             failure_reason=failure_reason,
+            language=language,
         )
         changes: dict[str, Any] = {"version": version, "updated_at": timezone.now()}
         if kept_title is not None:
@@ -906,16 +910,20 @@ def _reply_finish(
     usage: dict[str, int] | None,
     version: int,
     failure_reason: str,
+    language: str = "",
 ) -> None:
     """:func:`turn_finish`'s assistant message, one update (inside its transaction, the
-    chat locked): the status and ``failure_reason`` with the chat ``version`` it records
-    and, with ``sealed``, the reply's server copy, model and token counts."""
+    chat locked): the status, ``failure_reason`` and ``language`` (when known) with the
+    chat ``version`` it records and, with ``sealed``, the reply's server copy, model and
+    token counts."""
     changes: dict[str, Any] = {
         "status": status,
         "failure_reason": failure_reason,
         "chat_version": version,
         "updated_at": timezone.now(),
     }
+    if language:
+        changes["language"] = language
     if sealed is not None:
         usage = usage or {}
         changes |= {

@@ -67,6 +67,8 @@ def message_metadata(message: Message) -> dict[str, Any]:
         "model": message.model,
         # Why a failed or interrupted answer ended (docs/protocol.md §8), else None.
         "failure_reason": message.failure_reason or None,
+        # The language the answer was given in (docs/protocol.md §6), else None.
+        "language": message.language or None,
         "created_at": message.created_at.isoformat(),
     }
 

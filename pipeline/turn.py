@@ -766,6 +766,7 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             title=progress.notes.title,
             question_kept=request.regenerate,
             failure_reason=_failure_reason(result) or "",
+            language=progress.language or "",
         )
     except chat_services.NotFound:
         # Deleted between the check above and now; the runtime drops what was cached.

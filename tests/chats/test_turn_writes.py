@@ -161,6 +161,21 @@ def test_finishing_a_turn_writes_both_statuses_and_the_sealed_copies(
     assert _version(chat)[0] == version + 2
 
 
+def test_finishing_a_turn_keeps_the_answers_language_for_every_device(
+    chat: Chat, turn: tuple[str, str]
+) -> None:
+    from chats.sync import message_metadata
+
+    _finish(chat, turn, language="de")
+
+    reply, question = Message.objects.get(pk=turn[1]), Message.objects.get(pk=turn[0])
+    assert (reply.language, question.language) == ("de", "")
+    assert (message_metadata(reply)["language"], message_metadata(question)["language"]) == (
+        "de",
+        None,
+    )
+
+
 def test_finishing_a_turn_is_the_chat_lock_and_one_update_per_row(
     chat: Chat, turn: tuple[str, str]
 ) -> None:

@@ -130,3 +130,18 @@ def indexeddb_rows(page: Any, store: str | None = None) -> str:
     every database (or of the stores named ``store``) as JSON text; ``"[]"`` for one empty
     store, ``""`` when there is no such store."""
     return str(page.evaluate(_INDEXEDDB_ROWS, store))
+
+
+def other_device(browser: Any, base: str, username: str) -> tuple[Any, Any]:
+    """A fresh browser profile of ``username`` (another device), signed in, unlocked and
+    connected: ``(context, page)``."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    unlock(page)
+    page.wait_for_selector("#conn[data-state=open]")
+    return context, page

@@ -9,7 +9,7 @@ import pytest
 
 from accounts.models import SignupPolicy
 from instances.models import Instance
-from tests.ui.pages import new_user, reopen_chat
+from tests.ui.pages import new_user, other_device, reopen_chat
 from tests.ui.test_chat import send
 from tests.ui.wire import Turn, UIModelServer
 
@@ -34,7 +34,7 @@ def _roles(page: Any) -> list[str]:
 
 
 def test_retry_replaces_the_stopped_answer_in_place_and_survives_a_reload(
-    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any, ui_browser: Any
 ) -> None:
     llm.set_json(language="en")
     llm.queue(
@@ -67,3 +67,13 @@ def test_retry_replaces_the_stopped_answer_in_place_and_survives_a_reload(
     page.wait_for_selector(".msg-assistant .msg-body:has-text('Counted again.')")
     assert _roles(page) == ["user", "assistant", "user", "assistant"]
     assert page.locator(".msg-assistant .retry").count() == 0
+    assert page.locator(".msg-assistant .badge-language").all_inner_texts() == ["en", "en"]
+
+    # Another device reads the answers from the server: their language badges come along.
+    device_context, device = other_device(ui_browser, asgi_server, "retrier")
+    try:
+        device.click(".chat-item .chat-item-open")
+        device.wait_for_selector(".msg-assistant .msg-body:has-text('Counted again.')")
+        assert device.locator(".msg-assistant .badge-language").all_inner_texts() == ["en", "en"]
+    finally:
+        device_context.close()

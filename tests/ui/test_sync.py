@@ -20,7 +20,7 @@ from chats import services as chat_services
 from chats.models import Chat, Message
 from instances.models import Instance
 from pipeline.ids import new_id
-from tests.ui.pages import PASSWORD, indexeddb_rows, new_user, unlock
+from tests.ui.pages import indexeddb_rows, new_user, other_device, unlock
 from tests.ui.test_chat import eventually, send
 from tests.ui.test_outbox import SOCKET_SWITCH
 from tests.ui.wire import Turn, UIModelServer
@@ -346,28 +346,13 @@ def test_a_chat_deleted_while_the_socket_was_down_goes_when_it_reconnects(
     assert _titles(page) == []
 
 
-def _other_device(browser: Any, base: str, username: str) -> tuple[Any, Any]:
-    """A fresh browser profile of ``username`` (another device), signed in, unlocked and
-    connected: ``(context, page)``."""
-    context = browser.new_context()
-    page = context.new_page()
-    page.goto(f"{base}/accounts/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/")
-    unlock(page)
-    page.wait_for_selector("#conn[data-state=open]")
-    return context, page
-
-
 def test_another_device_sees_chats_change_and_a_question_with_its_streamed_answer(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any, ui_browser: Any
 ) -> None:
     first = ui_context.new_page()
     new_user(first, asgi_server, "traveller")
     first.wait_for_selector("#conn[data-state=open]")
-    device_context, device = _other_device(ui_browser, asgi_server, "traveller")
+    device_context, device = other_device(ui_browser, asgi_server, "traveller")
     try:
         llm.set_json(title="Garden plans")
         llm.queue(

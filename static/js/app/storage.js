@@ -137,6 +137,7 @@ export class ChatStorage {
         status, version: message.version,
         encrypted_content: message.encrypted_content, model: message.model || "",
         failure_reason: message.failure_reason || null,
+        ...(message.language ? { language: message.language } : {}),
         created_at: message.created_at,
       });
     }
@@ -151,7 +152,7 @@ export class ChatStorage {
       held.set(message.message_id, {
         message_id: message.message_id, role: message.role, status: message.status,
         model: message.model || "", created_at: message.created_at,
-        failure_reason: message.failure_reason || null,
+        failure_reason: message.failure_reason || null, language: message.language || "",
         content: typeof message.content === "string" ? message.content : held.get(message.message_id)?.content ?? null,
       });
     }
