@@ -100,3 +100,38 @@ def test_chat_list_controls_are_drawn_icons_with_their_labels(
     assert header == "icon icon-chat"
     assert page.evaluate(EMOJI) == []
     assert watched.csp_violations() == []
+
+
+# The header's symbol for a few icon names, beside whether this browser draws emoji.
+HEADER_SYMBOLS = """
+async () => {
+  const src = document.querySelector("script[type=module][src*='main.js']").src;
+  const base = src.slice(0, src.lastIndexOf("/") + 1);
+  const { chatIcon } = await import(base + "screen.js");
+  const { emojiSupported } = await import(base + "icons.js");
+  const shown = (name) => {
+    const made = chatIcon(name);
+    return typeof made === "string" ? made : made.getAttribute("class");
+  };
+  return { drawn: emojiSupported(), chat: shown("chat"), zebra: shown("zebra"), none: shown("") };
+}
+"""
+
+
+def test_a_chat_icon_is_an_emoji_only_where_the_browser_draws_emoji(
+    asgi_server: str, instance: Instance, ui_context: Any
+) -> None:
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "emma")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    symbols = page.evaluate(HEADER_SYMBOLS)
+
+    # Without an emoji font (this machine's headless Chromium) "chat" would be an empty box.
+    expected_chat = "\U0001f4ac" if symbols["drawn"] else "icon icon-chat"
+    assert symbols == {
+        "drawn": symbols["drawn"],
+        "chat": expected_chat,
+        "zebra": "icon icon-chat",
+        "none": "",
+    }

@@ -30,3 +30,26 @@ export function icon(name) {
   }
   return svg;
 }
+
+// Whether this browser draws emoji: "💬" rendered on a canvas differs from a code point no
+// font has (drawn as the same empty box a missing emoji would be). Measured once.
+let emojiDrawn;
+export function emojiSupported() {
+  if (emojiDrawn !== undefined) return emojiDrawn;
+  try {
+    const canvas = document.createElement("canvas");
+    canvas.width = canvas.height = 20;
+    const context = canvas.getContext("2d", { willReadFrequently: true });
+    const pixels = (text) => {
+      context.clearRect(0, 0, 20, 20);
+      context.font = "16px sans-serif";
+      context.textBaseline = "top";
+      context.fillText(text, 0, 0);
+      return context.getImageData(0, 0, 20, 20).data.join(",");
+    };
+    emojiDrawn = pixels("\u{1F4AC}") !== pixels("\u{10FFFD}");
+  } catch {
+    emojiDrawn = false;
+  }
+  return emojiDrawn;
+}

@@ -4,7 +4,7 @@
 // memories page is shown. Of the app state it changes only which chat is open (newChat,
 // showCreated).
 import { $ } from "./dom.js";
-import { icon } from "./icons.js";
+import { emojiSupported, icon } from "./icons.js";
 import { activeTurnOf, chosenOf, config, currentChat, isReadOnly, isServerManaged, isStreaming, settledStatus, state } from "./state.js";
 import { storedReason } from "./reasons.js";
 import { decryptMessage } from "./storage.js";
@@ -21,11 +21,12 @@ const ICONS = {
   game: "🎮", home: "🏠", car: "🚗", phone: "📱", mail: "✉️", shopping: "🛒",
 };
 
-// The chat's icon: its name's symbol, or a drawn chat bubble for a name without one (an
-// emoji fallback would be an empty box where no emoji font is installed); "" for none.
+// The chat's icon: its name's symbol, or a drawn chat bubble for a name without one and
+// wherever the browser has no emoji font (an emoji would be an empty box); "" for none.
 export function chatIcon(name) {
   if (!name) return "";
-  return ICONS[String(name).toLowerCase().trim()] || icon("chat");
+  const symbol = ICONS[String(name).toLowerCase().trim()];
+  return symbol && emojiSupported() ? symbol : icon("chat");
 }
 
 // A phone-wide composer has room for "Message" only (the Enter hint would be clipped).
