@@ -181,7 +181,9 @@ def test_a_server_managed_conversation_reads_in_the_browser_and_stays_read_only(
     page.wait_for_selector(".msg-assistant .msg-body:has-text('Answer over the API')")
     assert "(cannot decrypt)" not in _titles(page)
     assert page.locator("#composer-input").is_disabled()
-    assert "continue it there" in (page.get_attribute("#composer-input", "placeholder") or "")
+    assert page.get_attribute("#composer-input", "placeholder") == "Read-only"
+    assert "continue it there" in page.inner_text("#read-only-notice")
+    assert page.is_disabled("#attach")
     # IndexedDB holds no plaintext of it: neither the title nor the messages.
     dumped = indexeddb_rows(page)
     assert chat.pk in dumped

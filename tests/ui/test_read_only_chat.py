@@ -50,12 +50,14 @@ def test_a_removed_members_chat_is_shown_read_only(
     _send(page, "And once more?")
 
     page.wait_for_selector("#composer-input:disabled")
-    assert page.get_attribute("#composer-input", "placeholder") == READ_ONLY
+    assert page.get_attribute("#composer-input", "placeholder") == "Read-only"
+    assert page.inner_text("#read-only-notice") == READ_ONLY
     assert page.is_disabled("#send")
+    assert page.is_disabled("#attach")
     # After a reload the page knows it from the start; the history is still there.
     page.reload()
     unlock(page)
     page.click(".chat-item .chat-item-open")
     page.wait_for_selector(".msg-assistant .msg-body:has-text('Hello there.')")
     assert page.is_disabled("#composer-input")
-    assert page.get_attribute("#composer-input", "placeholder") == READ_ONLY
+    assert page.inner_text("#read-only-notice") == READ_ONLY

@@ -32,6 +32,7 @@ export function chatIcon(name) {
 // A phone-wide composer has room for "Message" only (the Enter hint would be clipped).
 const COMPOSER_HINT = window.matchMedia("(max-width: 520px)").matches ? "Message" : $("composer-input").placeholder;
 const ENDED = ["failed", "interrupted", "cancelled"];
+const READ_ONLY_PLACEHOLDER = "Read-only";
 export const READ_ONLY_HINT = "Read-only: you are no longer a member of this chat's assistant.";
 export const SERVER_MANAGED_HINT = "Read-only here: this conversation was made through the API or a messaging app; continue it there.";
 
@@ -68,7 +69,12 @@ export class Screen {
     const locked = isReadOnly(chat);
     $("composer-input").disabled = locked;
     this.syncSendButton();
-    $("composer-input").placeholder = locked ? readOnlyHint(chat) : COMPOSER_HINT;
+    // The reason in full above the composer (a placeholder this long is cut off).
+    $("composer-input").placeholder = locked ? READ_ONLY_PLACEHOLDER : COMPOSER_HINT;
+    $("read-only-notice").textContent = locked ? readOnlyHint(chat) : "";
+    $("read-only-notice").hidden = !locked;
+    $("attach").disabled = locked;
+    $("tier-picker").disabled = locked;
     const instance = config.instances.find((i) => i.slug === (chat ? chat.instance : state.instance));
     $("tools-notice").hidden = !instance || instance.toolsAvailable !== false;
     showTiers(instance);
