@@ -152,3 +152,36 @@ def test_a_failed_tool_says_tool_failed_and_a_finished_one_no_reason() -> None:
 
     assert failed["reason"] == "tool_failed"
     assert "reason" not in finished
+
+
+async def test_a_tool_that_fails_in_a_turn_says_tool_failed_and_its_embed_keeps_the_error(
+    ws_client: Any, chat: Any, user: Any, llm_script: Any
+) -> None:
+    from chats.models import Embed
+
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(
+        tool_calls=[{"id": "call_1", "name": "calculator", "arguments": {"expression": "1 / 0"}}],
+        model="standard",
+    )
+    llm_script.reply(text="Division by zero has no value.", model="standard")
+    llm_script.reply(text='{"follow_ups": [], "topic_changed": false}', model="fast")
+    client = await ws_client(user)
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="What is 1 / 0?"
+    )
+
+    frames = await client.until("postprocess.done", wait_s=20)
+    frames = frames[: next(n for n, f in enumerate(frames) if f["type"] == "stream.done") + 1]
+
+    statuses = [f for f in frames if f["type"] == "skill.status"]
+    assert [(s["status"], s.get("reason")) for s in statuses] == [
+        ("processing", None),
+        ("error", "tool_failed"),
+    ]
+    assert statuses[1]["error"]
+    # The answer goes on without the tool; the turn itself does not fail.
+    assert (frames[-1]["status"], frames[-1].get("reason")) == ("done", None)
+    embed = await sync_to_async(Embed.objects.get)(pk=statuses[1]["embed_id"])
+    assert embed.status == "error"
