@@ -7,12 +7,16 @@ alternation, streams the same question through ``/v1`` (a new conversation each 
 and straight to the instant model through LiteLLM, to the first content chunk each.
 
 Prints:
-    v1_first_token_overhead_p50: … ms   /v1 first content SSE chunk at the client minus
-                                        LiteLLM's first chunk from the instant model, paired
-    v1_first_token_p50: … ms            /v1: request sent → first content chunk
-    litellm_first_token_p50: … ms       LiteLLM acompletion(stream=True) → first content chunk
-    v1_stream_tokens_per_s: …           tokens per second of one long /v1 stream at the client
-    litellm_stream_tokens_per_s: …      the same stream read through LiteLLM directly
+    v1_first_token_overhead_p50: … ms       /v1's first content SSE chunk at the client
+                                            minus the same request made straight to the
+                                            instant model (plain HTTP), paired
+    litellm_first_token_overhead_p50: … ms  the same for LiteLLM called directly on the model
+    v1_first_token_p50: … ms                /v1: request sent → first content chunk
+    litellm_first_token_p50: … ms           LiteLLM acompletion(stream=True) → first chunk
+    direct_first_token_p50: … ms            plain HTTP to the instant model → first chunk
+    v1_stream_tokens_per_s: …               tokens per second of one long /v1 stream
+    litellm_stream_tokens_per_s: …          the same stream read through LiteLLM directly
+    direct_stream_tokens_per_s: …           the same stream read as plain SSE from the model
 
 Usage: ``.venv/bin/python bench/v1_overhead.py [--samples 100] [--tokens 5000]``.
 Loopback only; everything it started is stopped at the end.
@@ -80,6 +84,25 @@ async def _v1_stream(base: str, key: str, text: str) -> tuple[float, list[float]
     return arrivals[0] - started, arrivals
 
 
+async def _direct_stream(api_base: str, text: str) -> tuple[float, list[float]]:
+    """The request made straight to the model (plain HTTP, no LiteLLM): the floor."""
+    import httpx
+
+    body = {"model": "instant", "stream": True, "messages": [{"role": "user", "content": text}]}
+    async with httpx.AsyncClient(timeout=60) as http:
+        started = time.perf_counter()
+        async with http.stream("POST", f"{api_base}/chat/completions", json=body) as response:
+            # The model writes JSON with spaces after its colons.
+            arrivals = [
+                time.perf_counter()
+                async for line in response.aiter_lines()
+                if line.startswith("data: {") and '"content": "t' in line
+            ]
+    if not arrivals:
+        raise RuntimeError("the model's stream sent no content")
+    return arrivals[0] - started, arrivals
+
+
 async def _litellm_stream(api_base: str, text: str) -> tuple[float, list[float]]:
     import litellm  # noqa: TID251 (the bench measures LiteLLM itself)
 
@@ -105,22 +128,31 @@ def _rate(tokens: int, arrivals: list[float]) -> float:
 
 
 async def _measure(base: str, key: str, api_base: str, args: argparse.Namespace) -> None:
-    v1, bare = [], []
+    v1, bare, direct = [], [], []
     for n in range(args.samples + 5):
-        first, _ = await _v1_stream(base, key, QUESTION)
-        direct, _ = await _litellm_stream(api_base, QUESTION)
+        first_v1, _ = await _v1_stream(base, key, QUESTION)
+        first_bare, _ = await _litellm_stream(api_base, QUESTION)
+        first_direct, _ = await _direct_stream(api_base, QUESTION)
         if n >= 5:  # warm-up: connections, data keys, imports
-            v1.append(first * 1000)
-            bare.append(direct * 1000)
-    paired = [a - b for a, b in zip(v1, bare, strict=True)]
+            v1.append(first_v1 * 1000)
+            bare.append(first_bare * 1000)
+            direct.append(first_direct * 1000)
+
+    def paired_p50(measured: list[float]) -> float:
+        return statistics.median(a - b for a, b in zip(measured, direct, strict=True))
+
     long_text = f"Write a lot tokens={args.tokens}"
     _, v1_arrivals = await _v1_stream(base, key, long_text)
     _, bare_arrivals = await _litellm_stream(api_base, long_text)
-    print(f"v1_first_token_overhead_p50: {statistics.median(paired):.2f} ms")
+    _, direct_arrivals = await _direct_stream(api_base, long_text)
+    print(f"v1_first_token_overhead_p50: {paired_p50(v1):.2f} ms")
+    print(f"litellm_first_token_overhead_p50: {paired_p50(bare):.2f} ms")
     print(f"v1_first_token_p50: {statistics.median(v1):.2f} ms")
     print(f"litellm_first_token_p50: {statistics.median(bare):.2f} ms")
+    print(f"direct_first_token_p50: {statistics.median(direct):.2f} ms")
     print(f"v1_stream_tokens_per_s: {_rate(args.tokens, v1_arrivals):.0f}")
     print(f"litellm_stream_tokens_per_s: {_rate(args.tokens, bare_arrivals):.0f}")
+    print(f"direct_stream_tokens_per_s: {_rate(args.tokens, direct_arrivals):.0f}")
 
 
 def main() -> None:

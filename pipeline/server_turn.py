@@ -50,6 +50,7 @@ from instances.models import Instance
 from openmates import llm
 from pipeline import events as ev
 from pipeline import state, warm_up
+from pipeline.actions import user_key_ensure
 from pipeline.db import db_call
 from pipeline.files import TurnFile
 from pipeline.ids import new_id
@@ -166,8 +167,8 @@ def _conversation_create(
     *, instance: Instance, user_id: int, history: Sequence[Mapping[str, str]]
 ) -> tuple[Chat, tuple[dict[str, Any], ...]]:
     """A new server-managed chat holding ``history`` as done messages (sealed); the
-    user's sockets get ``chat.created`` for it (docs/protocol.md §4)."""
-    chat_services.user_transit_key_ensure(user_id=user_id)
+    user's sockets get ``chat.created`` for it (docs/protocol.md §4). The user's transit
+    key is ensured before (:func:`server_turn_start`)."""
     chat = chat_services.server_chat_create(
         user=get_user_model().objects.get(pk=user_id),
         chat_id=new_id(),
@@ -242,6 +243,8 @@ async def server_turn_start(inp: ServerTurnInput) -> ServerTurn:
         openmates.vault.VaultError: the user's transit key cannot be made or used.
     """
     warm_up.soon()
+    # Known to this process after the first turn: no Vault call per conversation.
+    await user_key_ensure(inp.user_id)
     chat, seeded, message_id, reply_id = await db_call(_accept, inp)
     request = TurnRequest(
         task_id=new_id(),
