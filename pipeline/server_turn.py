@@ -243,8 +243,7 @@ async def server_turn_start(inp: ServerTurnInput) -> ServerTurn:
         openmates.vault.VaultError: the user's transit key cannot be made or used.
     """
     warm_up.soon()
-    # Known to this process after the first turn: no Vault call per conversation.
-    await user_key_ensure(inp.user_id)
+    await user_key_ensure(inp.user_id)  # cached by the process: no Vault call per turn
     chat, seeded, message_id, reply_id = await db_call(_accept, inp)
     request = TurnRequest(
         task_id=new_id(),
