@@ -5,16 +5,15 @@ client), the model scripted at the LiteLLM boundary."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.test import AsyncClient
 
 from accounts.instance_keys import instance_key_create
 from accounts.models import InstanceApiKey
 from chats.models import Chat, Message
+from tests.v1.inprocess import script_v1_turn, v1_post
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -22,27 +21,7 @@ pytestmark = [
     pytest.mark.usefixtures("inprocess_turns"),
 ]
 
-SAFE = '{"harmful": 0, "misuse": 0}'
-TITLE = '{"title": "Story", "icon": "book", "category": "writing", "tags": []}'
-POST = '{"follow_ups": [], "topic_changed": false, "summary": "s"}'
 CONVERSATION = "OpenMates-Conversation-Id"
-
-
-def _script(llm_script: Any, text: str) -> None:
-    llm_script.reply(text=SAFE, model="fast")
-    llm_script.reply(text=TITLE, model="fast")
-    llm_script.reply(text=text, model="standard")
-    llm_script.reply(text=POST, model="fast")
-
-
-async def _post(key: str, user: str, **headers: str) -> Any:
-    body = {"model": "demo", "messages": [{"role": "user", "content": "Tell a story"}]}
-    return await AsyncClient().post(
-        "/v1/chat/completions",
-        data=json.dumps({**body, "user": user}),
-        content_type="application/json",
-        headers={"Authorization": f"Bearer {key}", **headers},
-    )
 
 
 async def test_user_is_recorded_sanitised_and_never_chooses_whose_data(
@@ -50,13 +29,13 @@ async def test_user_is_recorded_sanitised_and_never_chooses_whose_data(
 ) -> None:
     first = (await sync_to_async(instance_key_create)(instance=instance, name="a"))[1]
     second = (await sync_to_async(instance_key_create)(instance=instance, name="b"))[1]
-    _script(llm_script, "Once upon a time.")
-    _script(llm_script, "Another time.")
+    script_v1_turn(llm_script, "Once upon a time.")
+    script_v1_turn(llm_script, "Another time.")
 
-    made = await _post(first, f"  {owner.username}\x00\n\u202e ")
+    made = await v1_post(first, user=f"  {owner.username}\x00\n\u202e ")
     chat_id = made[CONVERSATION]
-    other = await _post(second, owner.username, **{CONVERSATION: chat_id})
-    own = await _post(second, owner.username)
+    other = await v1_post(second, user=owner.username, headers={CONVERSATION: chat_id})
+    own = await v1_post(second, user=owner.username)
 
     assert made.status_code == own.status_code == 200
     assert other.status_code == 404
@@ -79,7 +58,7 @@ async def test_user_is_recorded_sanitised_and_never_chooses_whose_data(
 async def test_a_user_over_256_characters_is_refused(instance: Any) -> None:
     key = (await sync_to_async(instance_key_create)(instance=instance, name="a"))[1]
 
-    response = await _post(key, "u" * 257)
+    response = await v1_post(key, user="u" * 257)
 
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "user"

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import redis
 from asgiref.sync import sync_to_async
-from django.test import AsyncClient
 
 from accounts.instance_keys import instance_key_create
 from chats.models import Chat, Message
@@ -24,6 +23,7 @@ from openai_api import quotas, views
 from openmates.vault import VaultError
 from pipeline import events as ev
 from pipeline.server_turn import ServerTurn
+from tests.v1.inprocess import script_v1_turn, v1_post
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -31,31 +31,11 @@ pytestmark = [
     pytest.mark.usefixtures("inprocess_turns"),
 ]
 
-SAFE = '{"harmful": 0, "misuse": 0}'
-TITLE = '{"title": "Fail", "icon": "chat", "category": "general", "tags": []}'
-POST = '{"follow_ups": [], "topic_changed": false, "summary": "s"}'
 SECRET_DETAIL = "vault at 10.9.8.7 said token s.abcdef"
-
-
-def _script(llm_script: Any, *pieces: str, delay_s: float = 0.0) -> None:
-    llm_script.reply(text=SAFE, model="fast")
-    llm_script.reply(text=TITLE, model="fast")
-    llm_script.reply(text=list(pieces), model="standard", delay_s=delay_s)
-    llm_script.reply(text=POST, model="fast")
 
 
 async def _key(instance: Any) -> str:
     return (await sync_to_async(instance_key_create)(instance=instance, name="k"))[1]
-
-
-async def _post(key: str, **extra: Any) -> Any:
-    body = {"model": "demo", "messages": [{"role": "user", "content": "Tell a story"}], **extra}
-    return await AsyncClient().post(
-        "/v1/chat/completions",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers={"Authorization": f"Bearer {key}"},
-    )
 
 
 def _closed_port() -> int:
@@ -86,7 +66,7 @@ async def test_redis_down_at_the_limit_check_is_503_with_retry_after(
     key = await _key(instance)
     settings.REDIS_URL = f"redis://127.0.0.1:{_closed_port()}/0"
 
-    response = await _post(key, stream=stream)
+    response = await v1_post(key, stream=stream)
 
     error = _assert_json_error(response, 503, "cache_unavailable")
     assert error["message"] == "The cache is unavailable; try again shortly."
@@ -106,8 +86,8 @@ async def test_a_vault_outage_is_503_and_a_bug_500_without_their_text(
 
     monkeypatch.setattr(views, "server_turn_start", failing_start)
     with caplog.at_level(logging.WARNING, logger="openai_api.views"):
-        outage = await _post(key, stream=stream)
-        bug = await _post(key, stream=stream)
+        outage = await v1_post(key, stream=stream)
+        bug = await v1_post(key, stream=stream)
 
     _assert_json_error(outage, 503, "vault_unavailable")
     assert outage["Retry-After"] == str(views.OUTAGE_RETRY_AFTER_S)
@@ -146,10 +126,10 @@ async def test_a_failure_mid_stream_ends_it_with_an_error_event_and_done(
     instance: Any, llm_script: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = await _key(instance)
-    _script(llm_script, "One", " two", " three", delay_s=0.2)
+    script_v1_turn(llm_script, ["One", " two", " three"], delay_s=0.2)
     _events_failing_after_first_text(monkeypatch)
 
-    response = await _post(key, stream=True)
+    response = await v1_post(key, stream=True)
     events = await _events(response)
 
     assert response.status_code == 200
@@ -176,10 +156,10 @@ async def test_a_failure_while_a_non_streaming_turn_runs_is_500_json(
     instance: Any, llm_script: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = await _key(instance)
-    _script(llm_script, "One", " two", " three", delay_s=0.2)
+    script_v1_turn(llm_script, ["One", " two", " three"], delay_s=0.2)
     _events_failing_after_first_text(monkeypatch)
 
-    response = await _post(key)
+    response = await v1_post(key)
 
     _assert_json_error(response, 500, "internal_error")
     chat = await Chat.objects.filter(instance=instance).aget()
@@ -190,14 +170,14 @@ async def test_tokens_that_cannot_be_counted_still_answer(
     instance: Any, llm_script: Any, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
     key = await _key(instance)
-    _script(llm_script, "Counted or not.")
+    script_v1_turn(llm_script, ["Counted or not."])
 
     async def redis_down(**kwargs: Any) -> None:
         raise redis.ConnectionError("Redis went away")
 
     monkeypatch.setattr(quotas, "atokens_add", redis_down)
     with caplog.at_level(logging.ERROR, logger="openai_api.views"):
-        response = await _post(key)
+        response = await v1_post(key)
 
     assert response.status_code == 200
     assert response.json()["choices"][0]["message"]["content"] == "Counted or not."

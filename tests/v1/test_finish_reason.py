@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.test import AsyncClient
 
 from accounts.instance_keys import instance_key_create
+from tests.v1.inprocess import script_v1_turn, v1_post
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -19,36 +19,15 @@ pytestmark = [
     pytest.mark.usefixtures("inprocess_turns"),
 ]
 
-SAFE = '{"harmful": 0, "misuse": 0}'
-TITLE = '{"title": "Cut short", "icon": "book", "category": "writing", "tags": []}'
-POST = '{"follow_ups": ["More?"], "topic_changed": false, "summary": "Cut."}'
-
-
-def _script(llm_script: Any, finish_reason: str) -> None:
-    llm_script.reply(text=SAFE, model="fast")
-    llm_script.reply(text=TITLE, model="fast")
-    llm_script.reply(text=["Once upon", " a time"], model="standard", finish_reason=finish_reason)
-    llm_script.reply(text=POST, model="fast")
-
-
-async def _post(key: str, **extra: Any) -> Any:
-    body = {"model": "demo", "messages": [{"role": "user", "content": "Tell a story"}], **extra}
-    return await AsyncClient().post(
-        "/v1/chat/completions",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers={"Authorization": f"Bearer {key}"},
-    )
-
 
 async def test_a_provider_length_reaches_the_answer_and_the_stream(
     instance: Any, llm_script: Any
 ) -> None:
     key = (await sync_to_async(instance_key_create)(instance=instance, name="k"))[1]
-    _script(llm_script, "length")
-    whole = await _post(key)
-    _script(llm_script, "length")
-    streamed = await _post(key, stream=True)
+    script_v1_turn(llm_script, ["Once upon", " a time"], finish_reason="length")
+    whole = await v1_post(key)
+    script_v1_turn(llm_script, ["Once upon", " a time"], finish_reason="length")
+    streamed = await v1_post(key, stream=True)
     raw = b"".join([chunk async for chunk in streamed.streaming_content]).decode()
 
     assert whole.status_code == 200
@@ -64,6 +43,6 @@ async def test_a_provider_length_reaches_the_answer_and_the_stream(
 
 async def test_a_provider_stop_stays_stop(instance: Any, llm_script: Any) -> None:
     key = (await sync_to_async(instance_key_create)(instance=instance, name="k"))[1]
-    _script(llm_script, "stop")
-    whole = await _post(key)
+    script_v1_turn(llm_script, ["Once upon", " a time"], finish_reason="stop")
+    whole = await v1_post(key)
     assert whole.json()["choices"][0]["finish_reason"] == "stop"
