@@ -143,6 +143,24 @@ def test_the_browser_keeps_every_reasons_english_text_as_the_server_words_it() -
     assert kept == llm.FAILURE_REASONS
 
 
+def test_every_translation_in_the_browser_covers_every_reason() -> None:
+    from pathlib import Path
+
+    script = (Path(__file__).parents[2] / "static/js/app/reasons.js").read_text()
+    tables = script.split("const TRANSLATIONS = {", 1)[1].split("\n};", 1)[0]
+    languages = re.findall(r"^  (\w+): \{$", tables, flags=re.MULTILINE)
+    blocks = re.split(r"^  \w+: \{$", tables, flags=re.MULTILINE)[1:]
+    keys = {
+        language: set(re.findall(r'^    (\w+): "[^"]+",$', block, flags=re.MULTILINE))
+        for language, block in zip(languages, blocks, strict=True)
+    }
+
+    assert set(languages) >= {"de", "fr", "es", "it", "pt", "nl", "ja", "zh", "ru"}
+    assert {language: sorted(k) for language, k in keys.items()} == {
+        language: sorted(llm.FAILURE_REASONS) for language in languages
+    }
+
+
 def test_a_failed_tool_says_tool_failed_and_a_finished_one_no_reason() -> None:
     from pipeline import events as ev
 
