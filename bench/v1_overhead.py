@@ -63,44 +63,40 @@ def _setup() -> str:
     return instance_key_create(instance=instance, name="bench")[1]
 
 
-async def _v1_stream(base: str, key: str, text: str) -> tuple[float, list[float]]:
-    """Seconds to the first content chunk and the arrival times of all content chunks."""
+async def _sse_stream(
+    url: str, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[float, list[float]]:
+    """POST ``body`` for an SSE stream: seconds to the first content chunk and the arrival
+    times of all content chunks (``"t…"`` tokens of the instant model)."""
     import httpx
 
-    body = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": text}]}
-    headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(timeout=60) as http:
         started = time.perf_counter()
-        async with http.stream(
-            "POST", f"{base}/v1/chat/completions", json=body, headers=headers
-        ) as response:
+        async with http.stream("POST", url, json=body, headers=headers) as response:
             arrivals = [
                 time.perf_counter()
                 async for line in response.aiter_lines()
-                if line.startswith("data: {") and '"content":"t' in line
+                # /v1 writes compact JSON, the instant model a space after each colon.
+                if line.startswith("data: {")
+                and ('"content":"t' in line or '"content": "t' in line)
             ]
     if not arrivals:
-        raise RuntimeError("the /v1 stream sent no content")
+        raise RuntimeError(f"the stream of {url} sent no content")
     return arrivals[0] - started, arrivals
+
+
+async def _v1_stream(base: str, key: str, text: str) -> tuple[float, list[float]]:
+    """The request through /v1 (a new conversation each time)."""
+    body = {"model": "bench", "stream": True, "messages": [{"role": "user", "content": text}]}
+    return await _sse_stream(
+        f"{base}/v1/chat/completions", body, {"Authorization": f"Bearer {key}"}
+    )
 
 
 async def _direct_stream(api_base: str, text: str) -> tuple[float, list[float]]:
     """The request made straight to the model (plain HTTP, no LiteLLM): the floor."""
-    import httpx
-
     body = {"model": "instant", "stream": True, "messages": [{"role": "user", "content": text}]}
-    async with httpx.AsyncClient(timeout=60) as http:
-        started = time.perf_counter()
-        async with http.stream("POST", f"{api_base}/chat/completions", json=body) as response:
-            # The model writes JSON with spaces after its colons.
-            arrivals = [
-                time.perf_counter()
-                async for line in response.aiter_lines()
-                if line.startswith("data: {") and '"content": "t' in line
-            ]
-    if not arrivals:
-        raise RuntimeError("the model's stream sent no content")
-    return arrivals[0] - started, arrivals
+    return await _sse_stream(f"{api_base}/chat/completions", body, {})
 
 
 async def _litellm_stream(api_base: str, text: str) -> tuple[float, list[float]]:
