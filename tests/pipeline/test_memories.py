@@ -50,6 +50,25 @@ async def _remember(instance: Any, user: Any) -> None:
     )
 
 
+async def _refused_after_first_turn(
+    ws_client: Any, chat: Any, user: Any, instance: Any, llm_script: Any, follow_up: str
+) -> Any:
+    """A user with a remembered preference asks :data:`QUESTION`, gets its
+    ``memory.request`` and refuses every category; the next turn is scripted to answer
+    ``follow_up``. Returns the socket client."""
+    await _remember(instance, user)
+    _first_turn_script(llm_script, "Here is a recipe.")
+    llm_script.reply(text=follow_up, model="standard")
+    llm_script.reply(text=POST, model="fast")
+    client = await ws_client(user)
+    first = await _turn(client, chat, QUESTION)
+    request = next(f for f in first if f["type"] == "memory.request")
+    await client.send(
+        type="memory.consent", chat_id=chat.pk, request_id=request["request_id"], allowed=[]
+    )
+    return client
+
+
 def test_the_memories_retriever_is_installed_at_start_up() -> None:
     from memories.search import amemories_for_prompt
 
@@ -86,16 +105,8 @@ async def test_an_allowed_memory_reaches_the_main_models_prompt(
 async def test_a_refused_memory_stays_out_of_the_prompt(
     ws_client: Any, chat: Any, user: Any, instance: Any, llm_script: Any
 ) -> None:
-    await _remember(instance, user)
-    _first_turn_script(llm_script, "Here is a recipe.")
-    llm_script.reply(text="Try a curry.", model="standard")
-    llm_script.reply(text=POST, model="fast")
-    client = await ws_client(user)
-
-    first = await _turn(client, chat, QUESTION)
-    request = next(f for f in first if f["type"] == "memory.request")
-    await client.send(
-        type="memory.consent", chat_id=chat.pk, request_id=request["request_id"], allowed=[]
+    client = await _refused_after_first_turn(
+        ws_client, chat, user, instance, llm_script, "Try a curry."
     )
     second = await _turn(client, chat, QUESTION)
 

@@ -12,11 +12,9 @@ import pytest
 from pipeline import state
 from tests.pipeline.test_memories import (
     MEMORY,
-    POST,
     QUESTION,
-    _first_turn_script,
     _main_prompts,
-    _remember,
+    _refused_after_first_turn,
     _turn,
 )
 
@@ -26,15 +24,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 async def test_a_refusal_changed_later_lets_the_memory_into_the_next_prompt(
     ws_client: Any, chat: Any, user: Any, instance: Any, llm_script: Any
 ) -> None:
-    await _remember(instance, user)
-    _first_turn_script(llm_script, "Here is a recipe.")
-    llm_script.reply(text="Try a green curry.", model="standard")
-    llm_script.reply(text=POST, model="fast")
-    client = await ws_client(user)
-    first = await _turn(client, chat, QUESTION)
-    request = next(f for f in first if f["type"] == "memory.request")
-    await client.send(
-        type="memory.consent", chat_id=chat.pk, request_id=request["request_id"], allowed=[]
+    client = await _refused_after_first_turn(
+        ws_client, chat, user, instance, llm_script, "Try a green curry."
     )
 
     await client.send(type="memory.consent", chat_id=chat.pk, allowed=["preference", "fact"])

@@ -23,8 +23,8 @@ from tests.pipeline.test_memories import (
     QUESTION,
     SAFE,
     TITLE,
-    _first_turn_script,
     _main_prompts,
+    _refused_after_first_turn,
     _remember,
     _turn,
 )
@@ -109,15 +109,8 @@ async def _wait_answered(chat_id: str) -> None:
 async def test_a_refusal_outlives_the_chats_redis_copy(
     ws_client: Any, chat: Any, user: Any, instance: Any, llm_script: Any
 ) -> None:
-    await _remember(instance, user)
-    _first_turn_script(llm_script, "Here is a recipe.")
-    llm_script.reply(text="Try a curry.", model="standard")
-    llm_script.reply(text=POST, model="fast")
-    client = await ws_client(user)
-    first = await _turn(client, chat, QUESTION)
-    request = next(f for f in first if f["type"] == "memory.request")
-    await client.send(
-        type="memory.consent", chat_id=chat.pk, request_id=request["request_id"], allowed=[]
+    client = await _refused_after_first_turn(
+        ws_client, chat, user, instance, llm_script, "Try a curry."
     )
     await _wait_answered(chat.pk)
     # The copy expired after 72 h, or was evicted with the chat from the AI cache.
