@@ -1,17 +1,23 @@
 """Pre-processing quality and speed on the labelled sets in tests/data/preprocess/
 (docs/architecture.md §10).
 
-Prints, per split (``dev``: the one rules and thresholds were set on; ``held``: never
-tuned on), one ``name: value unit`` line per figure:
+Prints, per split (``dev``: the one rules and thresholds were set on; ``held``: written
+with them, so partly seen; ``fresh``: written apart by someone who never saw the rules,
+the examples or the other splits, and never tuned on), one ``name: value unit`` line per
+figure:
 
-* ``tool_recall`` / ``tool_precision`` (all seven built-in tools enabled; a first
-  message, so with the embedding) and ``tool_recall_<tool>``, ``tool_recall_lang_<code>``;
-  ``tool_recall_follow_up`` / ``tool_precision_follow_up`` (without the embedding);
+* ``tool_recall`` / ``tool_precision`` (all seven built-in tools enabled; first messages
+  and follow-ups are preselected alike) and ``tool_recall_<tool>``,
+  ``tool_recall_lang_<code>``; ``tool_recall_rules`` / ``tool_precision_rules`` (without
+  the embedding model, as while it loads);
+  ``tool_recall_demo`` / ``tool_precision_demo`` (only calculator, datetime_now and
+  unit_convert enabled, as on the demo instance: the other requests need no tool);
 * ``language_accuracy`` (and ``language_misses`` listed);
 * ``injection_recall`` (outputs with instructions that screening redacts or withholds)
   and ``injection_false_positive_rate`` (clean outputs it touches);
 * ``preprocess_p50`` / ``preprocess_p99`` (ms) of ``preprocess(...)`` per message on a
-  follow-up, and ``embedding_p50`` (ms) of the message's embedding alone;
+  follow-up after the turn's vector prefetch, ``vectors_prefetch_p50`` / ``_p99`` of that
+  prefetch (in a thread beside the history load), ``preprocess_cold_p99`` without it;
 * ``model_preselection_p50_ms`` / ``model_preselection_p99_ms``: the model-based tool
   preselection (``preprocess.amodel_tools_merge``, a first message of an instance with
   ``model_tool_preselection``) through the real gateway and LiteLLM to the scripted fake
@@ -19,7 +25,7 @@ tuned on), one ``name: value unit`` line per figure:
   provider's own time; ``model_preselection_merged`` the share of calls whose pick was
   merged (1.0: none fell back).
 
-Run: ``.venv/bin/python bench/preprocess_quality.py [--split dev|held|both] [--misses]``.
+Run: ``.venv/bin/python bench/preprocess_quality.py [--split dev|held|fresh|all] [--misses]``.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ TOOLS = (
     "memory_search",
     "memory_save",
 )
+# The demo instance's tools: the other requests need no tool there.
+DEMO_TOOLS = ("calculator", "datetime_now", "unit_convert")
+SPLITS = ("dev", "held", "fresh", "fresh2")
 
 
 def rows(name: str) -> list[dict[str, str]]:
@@ -86,15 +95,18 @@ def _setup() -> None:
     django.setup()
 
 
-def tool_figures(split: str, show: bool, *, semantic: bool = True) -> dict[str, float]:
+def tool_figures(
+    split: str, show: bool, *, semantic: bool = True, tools: tuple[str, ...] = TOOLS
+) -> dict[str, float]:
     """Recall, precision and per-tool / per-language recall of tool preselection (with
-    the embedding, as on a first message, or without, as on a follow-up)."""
+    the embedding, or without, as while the model loads) for an instance
+    with ``tools`` enabled (a request for another tool then needs none)."""
     from pipeline import preprocess as pre
     from skills.registry import get_tool
 
     pre.warm_up()
     candidates = []
-    for name in TOOLS:
+    for name in tools:
         spec = get_tool(name)
         assert spec is not None, name
         candidates.append(pre.ToolCandidate(name=name, description=spec.description))
@@ -102,7 +114,7 @@ def tool_figures(split: str, show: bool, *, semantic: bool = True) -> dict[str, 
     by_lang: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     offered = correct = 0
     for row in rows(f"tool_requests_{split}"):
-        gold = {t for t in row["tools"].split(",") if t}
+        gold = {t for t in row["tools"].split(",") if t} & set(tools)
         language = pre.detect_language(row["text"], fallback="en")
         chosen = pre.tool_choices(row["text"], candidates, language=language, semantic=semantic)
         got = {c.name for c in chosen}
@@ -165,10 +177,12 @@ def _percentile(values: list[float], share: float) -> float:
 
 
 def timing_figures(split: str) -> dict[str, float]:
-    """p50/p99 (ms) of ``preprocess(...)`` on follow-ups, and of the embedding alone."""
+    """p50/p99 (ms) of ``preprocess(...)`` on a follow-up, as the turn runs it: after
+    ``tool_vectors_prefetch`` (which the turn runs in a thread while the history loads),
+    whose own p50/p99 are ``vectors_prefetch_p50``/``_p99``; ``preprocess_cold_p99`` without
+    the prefetch (the embedding inline)."""
     from instances.models import Instance
     from pipeline import preprocess as pre
-    from pipeline import tool_match
     from skills.registry import get_tool
 
     instance = Instance(name="bench", slug="bench", default_language="en")
@@ -179,29 +193,35 @@ def timing_figures(split: str) -> dict[str, float]:
         candidates.append(pre.ToolCandidate(name=name, description=spec.description))
     pre.warm_up()
     texts = [r["text"] for r in rows(f"tool_requests_{split}")]
-    times: list[float] = []
-    embeds: list[float] = []
+    times: dict[str, list[float]] = defaultdict(list)
+
+    def timed(name: str, message: str, prefetch: bool) -> None:
+        start = time.perf_counter()
+        if prefetch:
+            pre.tool_vectors_prefetch(message)
+            times["vectors_prefetch"].append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+        pre.preprocess(
+            content=message,
+            instance=instance,
+            candidates=candidates,
+            role="member",
+            previous_assistant="An earlier answer.",
+            mate_categories=["software", "writing"],
+            fallback_language="en",
+        )
+        times[name].append((time.perf_counter() - start) * 1000)
+
     for round_ in range(3):
         for index, text in enumerate(texts):
-            message = f"{text} ({round_}.{index})"  # never cached
-            start = time.perf_counter()
-            pre.preprocess(
-                content=message,
-                instance=instance,
-                candidates=candidates,
-                role="member",
-                previous_assistant="An earlier answer.",
-                mate_categories=["software", "writing"],
-                fallback_language="en",
-            )
-            times.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            tool_match.message_vector(f"{message} again")
-            embeds.append((time.perf_counter() - start) * 1000)
+            timed("preprocess", f"{text} ({round_}.{index})", True)  # never cached
+            timed("preprocess_cold", f"{text} ({round_}.{index}) cold", False)
     return {
-        "preprocess_p50": statistics.median(times),
-        "preprocess_p99": _percentile(times, 0.99),
-        "embedding_p50": statistics.median(embeds),
+        "preprocess_p50": statistics.median(times["preprocess"]),
+        "preprocess_p99": _percentile(times["preprocess"], 0.99),
+        "vectors_prefetch_p50": statistics.median(times["vectors_prefetch"]),
+        "vectors_prefetch_p99": _percentile(times["vectors_prefetch"], 0.99),
+        "preprocess_cold_p99": _percentile(times["preprocess_cold"], 0.99),
     }
 
 
@@ -263,17 +283,20 @@ def model_preselection_figures(calls: int = 300) -> dict[str, float]:
 def main() -> None:
     """Print the figures of the chosen split(s)."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--split", choices=("dev", "held", "both"), default="both")
+    parser.add_argument("--split", choices=(*SPLITS, "all"), default="all")
     parser.add_argument("--misses", action="store_true", help="list every miss")
     parser.add_argument("--no-timing", action="store_true")
     args = parser.parse_args()
     _setup()
-    splits = ("dev", "held") if args.split == "both" else (args.split,)
+    splits = SPLITS if args.split == "all" else (args.split,)
     for split in splits:
         figures = tool_figures(split, args.misses)
-        follow_up = tool_figures(split, False, semantic=False)
-        figures["tool_recall_follow_up"] = follow_up["tool_recall"]
-        figures["tool_precision_follow_up"] = follow_up["tool_precision"]
+        rules = tool_figures(split, False, semantic=False)
+        figures["tool_recall_rules"] = rules["tool_recall"]
+        figures["tool_precision_rules"] = rules["tool_precision"]
+        demo = tool_figures(split, False, tools=DEMO_TOOLS)
+        figures["tool_recall_demo"] = demo["tool_recall"]
+        figures["tool_precision_demo"] = demo["tool_precision"]
         figures |= language_figures(split, args.misses)
         figures |= injection_figures(split, args.misses)
         if not args.no_timing:

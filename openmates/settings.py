@@ -229,6 +229,10 @@ LLM_LOCAL_MAX_TOKENS = env_int("LLM_LOCAL_MAX_TOKENS", default=512)
 LLM_FALLBACK_CONTEXT_TOKENS = env_int("LLM_FALLBACK_CONTEXT_TOKENS", default=8192)
 LLM_EMBEDDING_MODEL = env_str("LLM_EMBEDDING_MODEL", "local/all-MiniLM-L6-v2")
 LLM_EMBEDDING_DIMENSIONS = env_int("LLM_EMBEDDING_DIMENSIONS", default=384)
+# Pre-processing reads meaning in many languages (tool preselection, injection screening
+# of tool output): a local multilingual model (openmates/embeddings.py), whatever the
+# memories use.
+PREPROCESS_EMBEDDING_MODEL = env_str("PREPROCESS_EMBEDDING_MODEL", "local/use-multilingual-v3")
 
 # --- Django REST framework. ---
 REST_FRAMEWORK = {

@@ -55,7 +55,12 @@ MEMORY_CATEGORIES = ("preference", "fact", "event", "relationship", "decision", 
 _FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
 _QUOTE_LINE_RE = re.compile(r"^\s*>.*$", re.MULTILINE)
+_URL_RE = re.compile(r"\b(?:https?://|www\.)\S+", re.IGNORECASE)
 _QUOTED_RE = re.compile(r"\"[^\"]{3,}\"|“[^”]{3,}”|«[^»]{3,}»|„[^“]{3,}“|「[^」]{3,}」|'[^']{24,}'")
+# A phrase in single quotes ("what does 'it's not my cup of tea' mean?"): opened by a quote
+# not inside or after a word ("what's", "aujourd'hui" open none), closed by one not
+# followed by a letter; apostrophes between letters inside it are part of it.
+_SINGLE_QUOTED_RE = re.compile(r"(?<![\w'])'(?:[^'\n]|(?<=\w)'(?=\w)){2,60}'(?!\w)")
 _COLON_TAIL_RE = re.compile(r"^(?P<head>[^:\uff1a\n]+?)\s*[:\uff1a]\s*(?P<tail>\S.*)$", re.DOTALL)
 # Verbs that make a head of a word or three before a colon (or a full-width one) the
 # instruction and the rest its material ("Übersetze: I'm running late", "Traduis : …"),
@@ -124,19 +129,36 @@ def warm_up() -> None:
 def instruction_text(text: str) -> str:
     """The part of ``text`` that is the user's own instruction (quoted material removed).
 
-    Removes code, ``>`` quote lines, long quotations and, in "translate this: …" shapes,
+    Removes code, URLs, ``>`` quote lines, quotations and, in "translate this: …" shapes,
     the material after the colon.
     """
     stripped = _FENCE_RE.sub(" ", text)
     stripped = _INLINE_CODE_RE.sub(" ", stripped)
+    stripped = _URL_RE.sub(" ", stripped)
     stripped = _QUOTE_LINE_RE.sub(" ", stripped)
     stripped = _QUOTED_RE.sub(" ", stripped)
+    stripped = _SINGLE_QUOTED_RE.sub(" ", stripped)
     match = _COLON_TAIL_RE.match(stripped.strip())
     if match:
         head = match.group("head")
         if (len(head.split()) >= 3 and len(head) >= 8) or instruction_verb_language(head):
             stripped = head
     return " ".join(stripped.split()) or " ".join(text.split())
+
+
+def tool_subject(text: str) -> str:
+    """What a message asks of the tools: its :func:`instruction_text` ("how do you say
+    'what time is it' in Italian?" asks for no clock)."""
+    return instruction_text(text)
+
+
+def tool_vectors_prefetch(content: str) -> None:
+    """Embed what :func:`preprocess` will compare with the tools for ``content`` (its
+    :func:`tool_subject` and that one's clauses) into the vector cache, so that the
+    preselection inside the turn finds them made. Blocking (about 2 ms a text): the turn
+    runs it in a thread while the chat's history loads."""
+    subject = tool_subject(strip_invisible(content))
+    tool_match.vectors_prefetch(subject)
 
 
 def instruction_verb_language(head: str) -> str | None:
@@ -192,7 +214,37 @@ def _phrase_languages(table: dict[str, str]) -> dict[str, tuple[str, ...]]:
     return languages
 
 
-_SHORT_LANGUAGES = _phrase_languages(_SHORT_MESSAGES)
+# What a question about quoted words leaves once the quote is gone ("Vad betyder 'to be
+# on the fence'?" → "vad betyder"): the question's words say its language.
+_QUOTE_QUESTIONS: dict[str, str] = {
+    "en": "what does mean|what is|what's|meaning of|what's the meaning of|how do you say"
+    "|how do i say|what does it mean",
+    "de": "was bedeutet|was heißt|was bedeutet eigentlich|was heißt eigentlich|wie sagt man"
+    "|was meint man mit",
+    "fr": "que veut dire|qu'est ce que veut dire|ça veut dire quoi|que signifie"
+    "|comment dit on|qu'est ce que ça veut dire",
+    "es": "qué significa|que significa|qué quiere decir|que quiere decir|cómo se dice|como se dice",
+    "pt": "o que significa|o que quer dizer|como se diz|o que é",
+    "it": "cosa significa|che significa|cosa vuol dire|che vuol dire|come si dice",
+    "nl": "wat betekent|wat is de betekenis van|hoe zeg je",
+    "sv": "vad betyder|vad menas med|hur säger man",
+    "da": "hvad betyder|hvordan siger man",
+    "no": "hva betyr|hvordan sier man",
+    "pl": "co znaczy|co oznacza|jak się mówi|co to znaczy",
+    "cs": "co znamená|co to znamená|jak se řekne",
+    "fi": "mitä tarkoittaa|mitä tämä tarkoittaa|miten sanotaan",
+    "tr": "ne demek|ne anlama geliyor|ne demektir|ne anlama gelir",
+    "ru": "что значит|что означает|как сказать|как будет",
+    "uk": "що означає|що значить|як сказати|як буде",
+}
+_SHORT_LANGUAGES = _phrase_languages(
+    {
+        language: "|".join(
+            filter(None, (_SHORT_MESSAGES.get(language), _QUOTE_QUESTIONS.get(language)))
+        )
+        for language in {*_SHORT_MESSAGES, *_QUOTE_QUESTIONS}
+    }
+)
 
 # Below this many words, langid needs SHORT_TEXT_MIN_CONFIDENCE: on a word or two it is
 # often sure of the wrong language ("Explain again" → Scottish Gaelic at 0.34).
@@ -295,8 +347,9 @@ def detect_language(text: str, *, fallback: str) -> str:
     """ISO 639 code of the instruction in ``text``; ``fallback`` (the chat's previous
     language, else the instance default) when unsure.
 
-    In order: a known short message ("Danke", "Merci", "ありがとう"), a script only one
-    language writes (kana, hangul, Greek, ...), py3langid restricted to
+    In order: a known short message ("Danke", "Merci", "ありがとう", or what a question
+    about quoted words leaves: "Vad betyder 'on the fence'?"), a script only one language
+    writes (kana, hangul, Greek, ...), py3langid restricted to
     :data:`pipeline.language.SUPPORTED_LANGUAGES` when confident enough (more so for texts
     under :data:`SHORT_TEXT_WORDS` words, which keep ``fallback`` when it is nearly as
     likely), close pairs settled by their own letters and words
@@ -545,10 +598,8 @@ def tool_choices(
     similarity to their examples (``pipeline.tool_match.tools_by_meaning``), then tools
     whose description or skill hint shares at least two terms with the message. An
     instance with at most ``offer_all_up_to`` enabled tools (0: never) is offered all of
-    them, the main model deciding. The embedding model is English: it is asked only for
-    ``language`` English, and only with ``semantic`` (``preprocess`` sets it on first
-    messages: an embedding costs several ms, over the follow-up budget of
-    docs/architecture.md §10).
+    them, the main model deciding. The multilingual embedding model is asked only with
+    ``semantic``.
     """
     names = [c.name for c in candidates]
     chosen: dict[str, str] = {}
@@ -562,10 +613,16 @@ def tool_choices(
     for name in requested or ():
         add(name, "requested by the client")
     profiles = [tool_match.tool_profile(c.name, c.description, c.hint) for c in candidates]
-    english = semantic and _base(language) == "en"
-    for choice in tool_match.tools_by_meaning(text, profiles, chosen=chosen, embed=english):
+    # What the user asks, not what they quote: "how do you say 'what time is it' in
+    # Italian?" needs no clock.
+    subject = tool_subject(text)
+    for choice in tool_match.tools_by_meaning(subject, profiles, chosen=chosen, embed=semantic):
         add(choice.name, choice.reason)
-    message_terms = _terms(text)
+    if "memory_save" in chosen and subject.rstrip().endswith(("?", "\uff1f")):
+        # "Remember that I told you my vet's name? What was it?": a question about what
+        # was saved reads like a request to save.
+        add("memory_search", "a question about what the user said")
+    message_terms = _terms(subject)
     for c in candidates:
         shared = message_terms & _description_terms(
             f"{c.name.replace('_', ' ')} {c.description} {c.hint}"
@@ -1222,8 +1279,9 @@ def preprocess(
     fallback_language: str | None = None,
     offer_all_tools_up_to: int | None = None,
 ) -> Preprocessed:
-    """Every local decision for one message (no I/O but the local embedding model; a
-    millisecond or two, more when the embedding runs: bench/preprocess_quality.py).
+    """Every local decision for one message (no I/O but the local embedding model, whose
+    vectors :func:`tool_vectors_prefetch` may have made already; a few milliseconds:
+    bench/preprocess_quality.py).
 
     ``offer_all_tools_up_to`` (None: the instance's ``tools_offer_all_up_to``; 0: never)
     offers every candidate when there are at most that many (:func:`tool_choices`).
@@ -1243,7 +1301,6 @@ def preprocess(
         requested=requested_tools,
         offer_all_up_to=offer_all_tools_up_to,
         language=language,
-        semantic=previous_assistant is None,
     )
     return Preprocessed(
         content=text,

@@ -3,18 +3,22 @@ tools a message needs, each with the reason it was chosen.
 
 Evidence, strongest first: an explicit mention (``@calculator``, "use the web search"),
 the client's request, one of the tool's ``triggers`` (``skills.registry``: phrasings in
-many languages that leave no doubt), then similarity to the tool's ``examples`` and
-description — the cosine of the message's vector from the packaged local embedding model
-(``openmates.embeddings``, all-MiniLM-L6-v2) to the nearest example's, at least
-:data:`EMBEDDING_MIN_COSINE` and :data:`EMBEDDING_MARGIN` above the best other tool's,
-or the character-trigram cosine (:func:`trigram_cosine`, script-independent) to the
-nearest example at least :data:`TRIGRAM_MIN_COSINE`.
+many languages that leave no doubt), then similarity by meaning: the message's vector
+from the packaged multilingual embedding model (``settings.PREPROCESS_EMBEDDING_MODEL``,
+USE multilingual v3 from ``openmates.embeddings``) against the tools' ``examples`` and
+descriptions and against a "no tool" class (:data:`NO_TOOL_EXAMPLES` and every tool's
+``counter_examples``) — a nearest-neighbour intent classifier with an out-of-scope class.
+A tool is chosen when its nearest example's cosine is at least
+:data:`EMBEDDING_MIN_COSINE` and :data:`EMBEDDING_MARGIN` above both the best other
+tool's (every registered tool competes, enabled or not) and the no-tool class's.
+Without the model's vectors (while it loads, or without the package), the
+character-trigram cosine (:func:`trigram_cosine`, script-independent) to the nearest
+example, at least :data:`TRIGRAM_MIN_COSINE`, stands in.
 
-The examples' vectors are computed once per tool (:func:`warm_up` at start-up, or in a
-background thread the first time a message needs them: until then similarity is by
-trigrams alone, so a cold model never delays a turn); a message is embedded once (a
-small LRU cache keeps the last vectors, so a message preselected twice costs one
-embedding). With the embedding model missing, preselection keeps the other evidence.
+The examples' vectors are computed once (:func:`warm_up` at start-up, or in a background
+thread the first time a message needs them: until then similarity is by trigrams alone,
+so a cold model never delays a turn); a message is embedded once (a small LRU cache keeps
+the last vectors, so a message preselected twice costs one embedding).
 """
 
 from __future__ import annotations
@@ -31,21 +35,97 @@ from typing import Any
 from django.conf import settings
 
 from openmates.embeddings import LocalEmbeddingError, local_embed
-from skills.registry import get_tool
+from skills.registry import all_tools, get_tool
 
 logger = logging.getLogger(__name__)
 
 # Set on the development split of tests/data/preprocess/tool_requests_dev.tsv
-# (bench/preprocess_quality.py prints recall and precision for both splits).
-EMBEDDING_MIN_COSINE = 0.5
-EMBEDDING_MARGIN = 0.1
+# (bench/preprocess_quality.py prints recall and precision for every split).
+EMBEDDING_MIN_COSINE = 0.35
+EMBEDDING_MARGIN = 0.0
 TRIGRAM_MIN_COSINE = 0.7
 # Off: preselection by triggers and trigrams only (a switch for measuring).
 USE_EMBEDDINGS = True
 MESSAGE_CACHE_SIZE = 256
+STACK_CACHE_SIZE = 64
 # The embedding sees at most this much of a message: requests are short, and the model's
 # cost grows with the length.
 EMBED_MAX_CHARS = 300
+
+# Requests that need no tool, in the languages the model knows best: with the tools'
+# ``counter_examples`` they are the "no tool" class a message must be further from than
+# from a tool's examples (chat, writing, explaining, coding, advice, opinions).
+NO_TOOL_EXAMPLES = (
+    "Hi! How's it going?",
+    "Thanks a lot, that was helpful",
+    "Write a short poem about the sea",
+    "Explain how vaccines work",
+    "Can you help me word an apology to a friend?",
+    "What's the difference between a virus and a bacterium?",
+    "Give me three ideas for a team-building event",
+    "Summarise the main points of this article",
+    "Fix the bug in this Python loop",
+    "What do you think about remote work?",
+    "Tell me a fun fact about octopuses",
+    "How do I start learning the guitar?",
+    "Recommend a novel for a long train ride",
+    "Hallo, na, alles klar bei dir?",
+    "Schreib mir eine Geburtstagskarte für meine Oma",
+    "Erklär mir den Unterschied zwischen Wetter und Klima",
+    "Wie formuliere ich eine höfliche Absage?",
+    "Salut, ça va ?",
+    "Écris-moi une histoire courte pour enfants",
+    "Explique-moi le fonctionnement d'une batterie",
+    "Hola, ¿qué tal estás?",
+    "Escríbeme un mensaje de agradecimiento para mi jefa",
+    "¿Por qué los gatos ronronean?",
+    "Ciao, come va?",
+    "Scrivimi una poesia sull'estate",
+    "Perché il cielo è azzurro?",
+    "Привет, как дела?",
+    "Напиши короткое поздравление с новосельем",  # noqa: RUF001 (Cyrillic)
+    "Почему листья желтеют осенью?",
+    "やあ、調子はどう？",  # noqa: RUF001 (Japanese punctuation)
+    "猫についての短い詩を書いて",
+    "日本の歴史について教えて",
+    "Oi, tudo bem?",
+    "Escreva um e-mail de desculpas para um cliente",
+    "Hoi, hoe gaat het?",
+    "Schrijf een kort verhaal over een draak",
+    "Cześć, co słychać?",
+    "Napisz zaproszenie na urodziny",
+    "你好，最近怎么样？",  # noqa: RUF001 (Chinese punctuation)
+    "帮我写一封求职信",
+    "What's the best time of day to go for a run?",
+    "How do I explain fractions to my eight-year-old?",
+    "Give me a recipe for pancakes with 200 g of flour",
+    "Translate 'see you tomorrow' into Spanish",
+    "How does compound interest work, in simple words?",
+    "What should I pack for a trip to Norway?",
+    "Is it healthy to drink coffee every day?",
+    "Write an Excel formula that adds up column B",
+    "What happened in the French Revolution?",
+    "Wie erkläre ich meinem Kind das Einmaleins?",
+    "Was ist die beste Tageszeit zum Lernen?",
+    "Welche Sehenswürdigkeiten gibt es in Dresden?",
+    "Comment on calcule une moyenne pondérée, en général ?",
+    "Donne-moi une recette de crêpes",
+    "Qu'est-ce que je peux visiter en Provence ?",
+    "¿Cómo se calcula el área de un círculo?",
+    "Dame una receta de tortilla de patatas",
+    "¿Qué es mejor, alquilar o comprar una casa?",
+    "Come si dice 'buongiorno' in tedesco?",
+    "Dammi una ricetta per il tiramisù",
+    "Как объяснить ребёнку, что такое проценты?",
+    "Дай рецепт борща",
+    "Что посмотреть в Праге?",
+    "英語で「おはよう」は何て言う？",  # noqa: RUF001 (Japanese punctuation)
+    "おすすめのレシピを教えて",
+    "Como se calcula juros compostos?",
+    "Hoe maak ik pannenkoeken?",
+    "Jak nauczyć się programować?",
+    "怎么向孩子解释分数？",  # noqa: RUF001 (Chinese punctuation)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +144,7 @@ class ToolProfile:
     name: str
     triggers: tuple[re.Pattern[str], ...]
     texts: tuple[str, ...]  # the examples, then the description (and skill hint)
+    counter_texts: tuple[str, ...]  # near misses that need no tool
     trigrams: tuple[Counter[str], ...]
     trigram_norms: tuple[float, ...]
 
@@ -113,6 +194,7 @@ def tool_profile(name: str, description: str, hint: str = "") -> ToolProfile:
         name=name,
         triggers=spec.triggers if spec else (),
         texts=texts,
+        counter_texts=spec.counter_examples if spec else (),
         trigrams=grams,
         trigram_norms=tuple(trigram_norm(g) for g in grams),
     )
@@ -132,6 +214,9 @@ class _Vectors:
         self._lock = threading.Lock()
         self._texts: dict[str, Any] = {}
         self._messages: OrderedDict[str, Any] = OrderedDict()
+        # Stacked matrices by their texts: an instance's tools ask for the same one on
+        # every message.
+        self._stacks: OrderedDict[tuple[str, ...], Any] = OrderedDict()
         self._warming: threading.Thread | None = None
         self.available = True
 
@@ -141,7 +226,7 @@ class _Vectors:
         if not self.available:
             return None
         try:
-            vectors = local_embed(settings.LLM_EMBEDDING_MODEL, texts)
+            vectors = local_embed(settings.PREPROCESS_EMBEDDING_MODEL, texts)
         except (LocalEmbeddingError, ImportError, OSError) as exc:
             logger.warning("tool preselection without embeddings: %s", exc)
             self.available = False
@@ -154,7 +239,12 @@ class _Vectors:
         background thread meanwhile)."""
         import numpy as np
 
+        key = tuple(texts)
         with self._lock:
+            stacked = self._stacks.get(key)
+            if stacked is not None:
+                self._stacks.move_to_end(key)
+                return stacked
             missing = [t for t in dict.fromkeys(texts) if t not in self._texts]
         if missing and not wait:
             self._embed_later(missing)
@@ -166,7 +256,11 @@ class _Vectors:
             with self._lock:
                 self._texts.update(zip(missing, vectors, strict=True))
         with self._lock:
-            return np.stack([self._texts[t] for t in texts])
+            stacked = np.stack([self._texts[t] for t in texts])
+            self._stacks[key] = stacked
+            while len(self._stacks) > STACK_CACHE_SIZE:
+                self._stacks.popitem(last=False)
+            return stacked
 
     def _embed_later(self, texts: list[str]) -> None:
         with self._lock:
@@ -179,20 +273,27 @@ class _Vectors:
 
     def of_message(self, text: str) -> Any | None:
         """The vector of a message (first :data:`EMBED_MAX_CHARS` characters)."""
-        key = text[:EMBED_MAX_CHARS]
+        return self.of_messages([text])[0]
+
+    def of_messages(self, texts: Sequence[str]) -> list[Any | None]:
+        """The vectors of messages (each cut to :data:`EMBED_MAX_CHARS` characters), the
+        missing ones embedded in one batch; Nones without the model."""
+        keys = [text[:EMBED_MAX_CHARS] for text in texts]
         with self._lock:
-            vector = self._messages.get(key)
-            if vector is not None:
+            found = {k: self._messages[k] for k in keys if k in self._messages}
+            for key in found:
                 self._messages.move_to_end(key)
-                return vector
-        vectors = self._embed([key])
-        if vectors is None:
-            return None
-        with self._lock:
-            self._messages[key] = vectors[0]
-            while len(self._messages) > MESSAGE_CACHE_SIZE:
-                self._messages.popitem(last=False)
-        return vectors[0]
+        missing = [k for k in dict.fromkeys(keys) if k not in found]
+        if missing:
+            vectors = self._embed(missing)
+            if vectors is None:
+                return [None] * len(keys)
+            found.update(zip(missing, vectors, strict=True))
+            with self._lock:
+                self._messages.update(zip(missing, vectors, strict=True))
+                while len(self._messages) > MESSAGE_CACHE_SIZE:
+                    self._messages.popitem(last=False)
+        return [found[k] for k in keys]
 
 
 _vectors = _Vectors()
@@ -203,33 +304,61 @@ def message_vector(text: str) -> Any | None:
     return _vectors.of_message(text)
 
 
-def warm_up(profiles: Iterable[ToolProfile] = ()) -> None:
-    """Load the embedding model and embed the registered tools' examples now (about a
-    second) instead of on the first message."""
-    from skills.registry import all_tools
+def vectors_prefetch(text: str) -> None:
+    """Embed ``text`` and its :func:`clauses` that :func:`tools_by_meaning` would embed
+    (into the message cache), in one batch. Blocking; no-op without the model."""
+    parts = clauses(text)
+    wanted = [text, *(p for p in parts if len(parts) > 1 and _clause_words(p) >= CLAUSE_MIN_WORDS)]
+    _vectors.of_messages(wanted)
 
+
+def _no_tool_texts(profiles: Sequence[ToolProfile]) -> tuple[str, ...]:
+    return (*NO_TOOL_EXAMPLES, *(text for p in profiles for text in p.counter_texts))
+
+
+def warm_up(profiles: Iterable[ToolProfile] = ()) -> None:
+    """Load the embedding model and embed the registered tools' examples and the no-tool
+    class now (about a second) instead of on the first message."""
     chosen = list(profiles) or [tool_profile(t.name, t.description) for t in all_tools()]
-    for profile in chosen:
-        _vectors.of_texts(profile.texts)
+    _vectors.of_texts([*(t for p in chosen for t in p.texts), *_no_tool_texts(chosen)])
     _vectors.of_message("warm up")
 
 
-def _embedding_scores(text: str, profiles: Sequence[ToolProfile]) -> dict[str, float]:
+@dataclass(frozen=True, slots=True)
+class Similarity:
+    """Cosines of one message: to each tool's nearest example (``tools``: name → cosine)
+    and to the nearest no-tool example (``no_tool``; -1.0 when there is none)."""
+
+    tools: dict[str, float]
+    no_tool: float
+
+
+def _embedding_scores(text: str, profiles: Sequence[ToolProfile]) -> Similarity | None:
     # The tools' vectors are never made inside a turn (seconds on a loaded machine): until
     # :func:`warm_up` or the background embedding has made them, the other evidence decides.
-    matrices = []
-    for profile in profiles:
-        matrix = _vectors.of_texts(profile.texts, wait=False)
-        if matrix is None:
-            return {}
-        matrices.append(matrix)
+    # Every registered tool competes, enabled or not: a weather question must not fall to
+    # the clock because the instance has no weather tool.
+    names = {p.name for p in profiles}
+    profiles = [
+        *profiles,
+        *(tool_profile(t.name, t.description) for t in all_tools() if t.name not in names),
+    ]
+    no_tool = _no_tool_texts(profiles)
+    texts = [*(t for p in profiles for t in p.texts), *no_tool]
+    matrix = _vectors.of_texts(texts, wait=False)
+    if matrix is None:
+        return None
     vector = message_vector(text)
     if vector is None:
-        return {}
-    return {
-        profile.name: float((matrix @ vector).max())
-        for profile, matrix in zip(profiles, matrices, strict=True)
-    }
+        return None
+    cosines = matrix @ vector
+    tools: dict[str, float] = {}
+    start = 0
+    for profile in profiles:
+        end = start + len(profile.texts)
+        tools[profile.name] = float(cosines[start:end].max())
+        start = end
+    return Similarity(tools, float(cosines[start:].max()) if no_tool else -1.0)
 
 
 # --- the choice -----------------------------------------------------------------------------
@@ -253,13 +382,22 @@ def _trigger_reason(text: str, profile: ToolProfile) -> str | None:
 
 
 def _similarity_reason(
-    text: str, profile: ToolProfile, embedded: dict[str, float], grams: Counter[str]
+    profile: ToolProfile,
+    embedded: Similarity | None,
+    grams: Counter[str],
+    *,
+    floor: float | None = None,
 ) -> str | None:
-    cosine = embedded.get(profile.name)
-    if cosine is not None and cosine >= EMBEDDING_MIN_COSINE:
-        others = [score for name, score in embedded.items() if name != profile.name]
-        if not others or cosine - max(others) >= EMBEDDING_MARGIN:
-            return f"similar to an example ({cosine:.2f})"
+    if embedded is not None:
+        floor = EMBEDDING_MIN_COSINE if floor is None else floor
+        cosine = embedded.tools[profile.name]
+        rival = max(
+            [score for name, score in embedded.tools.items() if name != profile.name],
+            default=-1.0,
+        )
+        if cosine >= floor and cosine - max(rival, embedded.no_tool) >= (EMBEDDING_MARGIN):
+            return f"similar to an example ({cosine:.2f}; no tool {embedded.no_tool:.2f})"
+        return None
     norm = trigram_norm(grams)
     best = max(
         (
@@ -273,11 +411,29 @@ def _similarity_reason(
     return None
 
 
-def _mostly_latin(text: str) -> bool:
-    # The packaged model is English (all-MiniLM-L6-v2): on other scripts its neighbours
-    # are noise, and the trigrams and triggers carry those messages.
-    letters = [ch for ch in text if ch.isalpha()]
-    return bool(letters) and sum(ch < "\u0250" for ch in letters) * 10 >= len(letters) * 9
+# Where a message asking for two things splits: sentence ends and the words for "and"
+# ("what time is it in Dakar and is it hot there?").
+_CLAUSE_SPLIT_RE = re.compile(
+    r"[.?!;\n\u3002\uff1f\uff01\uff1b]+\s*|\uff0c|\u3001"
+    r"|\s(?:and|also|plus|und|sowie|et|puis|y|también|e|anche|poi|и|\u0430 также|ещё|en|i"
+    r"|oraz|ja)\s"
+    r"|そして|それと|それから|还有|并且|然后",
+    re.IGNORECASE,
+)
+# A clause of fewer words (two CJK characters count as one) is no request of its own.
+MIN_CLAUSE_WORDS = 2
+# A clause is compared by meaning from this many words on, and needs a closer example
+# than a whole message: a fragment's nearest example is often a near miss.
+CLAUSE_MIN_WORDS = 3
+CLAUSE_MIN_COSINE = 0.4
+
+
+def clauses(text: str) -> list[str]:
+    """The parts of ``text`` that may each ask for something (at least
+    :data:`MIN_CLAUSE_WORDS` words); ``[text]`` when it does not split."""
+    parts = [" ".join(p.split()) for p in _CLAUSE_SPLIT_RE.split(text)]
+    found = [p for p in parts if _clause_words(p) >= MIN_CLAUSE_WORDS]
+    return found if len(found) > 1 else [text]
 
 
 def tools_by_meaning(
@@ -287,10 +443,41 @@ def tools_by_meaning(
     chosen: Iterable[str] = (),
     embed: bool = True,
 ) -> list[ToolChoice]:
-    """The tools among ``profiles`` the message needs by triggers or similarity, in
-    ``profiles`` order, skipping names in ``chosen`` (already decided). ``embed=False``
-    leaves the embedding out (the caller knows the message is not English)."""
+    """The tools among ``profiles`` the message needs by triggers or similarity, skipping
+    names in ``chosen`` (already decided): those of the whole message, then those of each
+    of its :func:`clauses` (a message may ask for two things; a clause by meaning only
+    from :data:`CLAUSE_MIN_WORDS` words and :data:`CLAUSE_MIN_COSINE`). ``embed=False``
+    leaves the embedding out."""
     skip = set(chosen)
+    choices = _by_meaning(text, profiles, skip, embed)
+    parts = clauses(text)
+    if len(parts) > 1:
+        for part in parts:
+            found = _by_meaning(
+                part,
+                profiles,
+                skip | {c.name for c in choices},
+                embed and _clause_words(part) >= CLAUSE_MIN_WORDS,
+                floor=CLAUSE_MIN_COSINE,
+            )
+            choices.extend(ToolChoice(c.name, f"{c.reason} in {part[:40]!r}") for c in found)
+    return choices
+
+
+def _clause_words(text: str) -> int:
+    # A CJK character carries about half a word's meaning.
+    cjk = sum(1 for ch in text if "\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af")
+    return len(text.split()) + cjk // 2
+
+
+def _by_meaning(
+    text: str,
+    profiles: Sequence[ToolProfile],
+    skip: set[str],
+    embed: bool,
+    *,
+    floor: float | None = None,
+) -> list[ToolChoice]:
     choices: list[ToolChoice] = []
     pending: list[ToolProfile] = []
     for profile in profiles:
@@ -301,13 +488,13 @@ def tools_by_meaning(
             choices.append(ToolChoice(profile.name, reason))
         else:
             pending.append(profile)
-    if pending and not choices and _mostly_latin(text):
+    if pending and not choices:
         # Similarity only decides when no rule did: a message rarely needs two tools,
         # and skipping the embedding keeps rule-matched messages at a fraction of a ms.
-        embedded = _embedding_scores(text, profiles) if embed and USE_EMBEDDINGS else {}
+        embedded = _embedding_scores(text, profiles) if embed and USE_EMBEDDINGS else None
         grams = trigrams(text)
         for profile in pending:
-            reason = _similarity_reason(text, profile, embedded, grams)
+            reason = _similarity_reason(profile, embedded, grams, floor=floor)
             if reason:
                 choices.append(ToolChoice(profile.name, reason))
     return choices

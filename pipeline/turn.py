@@ -312,12 +312,13 @@ async def _answer(
         ),
         state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk),
         instance_context_get(request.instance),
+        asyncio.to_thread(pre.tool_vectors_prefetch, request.content),
     )
     try:
         async for event in _load_history(request, control, progress):
             yield event
     finally:
-        _, progress.notes, context = await side
+        _, progress.notes, context, _ = await side
     if progress.history_from_client:
         progress.notes = await state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk)
     if progress.notes.summary_covers in progress.off_branch:

@@ -18,9 +18,12 @@ left out arrive as ``None``). ``context`` is a ``ToolContext``:
   ``required_secrets`` (exactly those, nothing else).
 
 For pre-processing (docs/architecture.md §6), a tool may bring ``examples`` (a few
-requests it answers, in several languages: preselection compares a message with them)
-and ``triggers`` (regular expressions, matched case-insensitively, that select the tool
-on their own: phrasings in many languages that leave no doubt).
+requests it answers, in several languages: preselection compares a message with them),
+``counter_examples`` (near misses that need no tool although they sound like this one:
+"write a function that parses dates" for a clock, "remember when we were kids?" for a
+memory; a message closer to them than to the examples gets no tool) and ``triggers``
+(regular expressions, matched case-insensitively, that select the tool on their own:
+phrasings in many languages that leave no doubt).
 
 ``idempotent`` (default True) says whether running the call twice is harmless. The
 executor retries a timed-out or raising call once only for idempotent tools; a tool that
@@ -87,6 +90,7 @@ class ToolSpec:
     idempotent: bool = True
     # Example requests and trigger patterns for preselection (see the module docstring).
     examples: tuple[str, ...] = ()
+    counter_examples: tuple[str, ...] = ()
     triggers: tuple[re.Pattern[str], ...] = ()
 
     def llm_schema(self) -> dict[str, Any]:
@@ -192,12 +196,14 @@ class ToolRegistry:
         required_secrets: tuple[str, ...] | list[str] = (),
         idempotent: bool = True,
         examples: tuple[str, ...] | list[str] = (),
+        counter_examples: tuple[str, ...] | list[str] = (),
         triggers: tuple[str, ...] | list[str] = (),
     ) -> ToolSpec:
         """Add a tool; returns its spec.
 
         ``idempotent=False`` marks a tool with side effects, which the executor never
-        retries. ``examples`` and ``triggers`` serve preselection (module docstring).
+        retries. ``examples``, ``counter_examples`` and ``triggers`` serve preselection
+        (module docstring).
 
         Raises:
             ToolRegistrationError: bad name, empty description, a sync ``execute``, invalid
@@ -214,7 +220,7 @@ class ToolRegistry:
         if not inspect.iscoroutinefunction(execute):
             raise ToolRegistrationError(f"{name}: execute must be an async function")
         parameters_validate(name, parameters)
-        if any(not example.strip() for example in examples):
+        if any(not example.strip() for example in (*examples, *counter_examples)):
             raise ToolRegistrationError(f"{name}: an example request is blank")
         compiled = triggers_compile(name, triggers)
         module = self._importing or getattr(execute, "__module__", "") or ""
@@ -228,6 +234,7 @@ class ToolRegistry:
             module=module,
             idempotent=idempotent,
             examples=tuple(example.strip() for example in examples),
+            counter_examples=tuple(example.strip() for example in counter_examples),
             triggers=compiled,
         )
         self._tools[name] = spec

@@ -498,6 +498,24 @@ async def test_local_embeddings_are_normalised_and_semantic() -> None:
     assert cats > 0.6 > taxes
 
 
+def test_the_multilingual_embedder_places_a_request_near_its_translation() -> None:
+    from openmates.embeddings import local_embed
+
+    vectors = local_embed(
+        "local/use-multilingual-v3",
+        ["What time is it in Tokyo?", "東京は今何時ですか", "Wie spät ist es in Tokio?",
+         "Write a poem about the sea"],
+    )  # fmt: skip
+
+    assert [len(v) for v in vectors] == [512] * 4
+    assert all(math.isclose(sum(x * x for x in v), 1.0, rel_tol=1e-4) for v in vectors)
+
+    def cosine(a: int, b: int) -> float:
+        return sum(x * y for x, y in zip(vectors[a], vectors[b], strict=True))
+
+    assert min(cosine(0, 1), cosine(0, 2)) > 0.6 > 0.3 > cosine(0, 3)
+
+
 async def test_embedding_through_a_provider_uses_the_tier_entry_key(
     llm_script: Any, settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

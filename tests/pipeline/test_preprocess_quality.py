@@ -1,5 +1,5 @@
 # ruff: noqa: RUF001 (samples in many scripts)
-"""Pre-processing on the labelled sets of tests/data/preprocess/ (both splits), pinned at
+"""Pre-processing on the labelled sets of tests/data/preprocess/ (every split), pinned at
 floors below what bench/preprocess_quality.py measures, so a regression fails; and the
 parts the issue names one by one: supported languages only, close pairs, the title
 fallback with the scripted model failing, multilingual and invisible injections, the
@@ -17,22 +17,41 @@ from pipeline import language as languages
 from pipeline import preprocess as pre
 from pipeline import tool_output as out
 
-SPLITS = ("dev", "held")
+SPLITS = bench.SPLITS
+# Floors a little below what bench/preprocess_quality.py measures on each split (dev:
+# tuned on; held: written with the rules; fresh: written apart, its misses read once;
+# fresh2: written apart and never read), so a regression fails.
+TOOL_FLOORS = {"dev": 0.95, "held": 0.95, "fresh": 0.93, "fresh2": 0.9}
+TOOL_PRECISION_FLOORS = {"dev": 0.9, "held": 0.9, "fresh": 0.86, "fresh2": 0.74}
+DEMO_FLOORS = {"dev": 0.98, "held": 0.98, "fresh": 0.97, "fresh2": 0.93}
+DEMO_PRECISION_FLOORS = {"dev": 0.95, "held": 0.93, "fresh": 0.92, "fresh2": 0.8}
+LANGUAGE_FLOORS = {"dev": 0.98, "held": 0.98, "fresh": 0.98, "fresh2": 0.93}
 
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_tool_preselection_floors(split: str) -> None:
     figures = bench.tool_figures(split, False)
-    assert figures["tool_recall"] >= 0.95
-    assert figures["tool_precision"] >= 0.9
-    follow_up = bench.tool_figures(split, False, semantic=False)
-    assert follow_up["tool_recall"] >= 0.95
-    assert follow_up["tool_precision"] >= 0.9
+    assert figures["tool_recall"] >= TOOL_FLOORS[split]
+    assert figures["tool_precision"] >= TOOL_PRECISION_FLOORS[split]
+    demo = bench.tool_figures(split, False, tools=bench.DEMO_TOOLS)
+    assert demo["tool_recall"] >= DEMO_FLOORS[split]
+    assert demo["tool_precision"] >= DEMO_PRECISION_FLOORS[split]
+
+
+@pytest.mark.parametrize("split", ["dev", "held"])
+def test_the_rules_alone_carry_the_sets_they_were_written_with(split: str) -> None:
+    rules = bench.tool_figures(split, False, semantic=False)
+    assert rules["tool_recall"] >= 0.95
+    assert rules["tool_precision"] >= 0.9
 
 
 @pytest.mark.parametrize("split", SPLITS)
-def test_language_and_screening_floors(split: str) -> None:
-    assert bench.language_figures(split, False)["language_accuracy"] >= 0.95
+def test_language_floors(split: str) -> None:
+    assert bench.language_figures(split, False)["language_accuracy"] >= LANGUAGE_FLOORS[split]
+
+
+@pytest.mark.parametrize("split", ["dev", "held"])
+def test_screening_floors(split: str) -> None:
     screening = bench.injection_figures(split, False)
     assert screening["injection_recall"] >= 0.9
     assert screening["injection_false_positive_rate"] <= 0.05
@@ -65,6 +84,11 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("Chciałbym zamówić pizzę na wieczór", "cs", "pl"),
         ("Jeg ved ikke hvad jeg skal gøre", "sv", "da"),
         ("ok", "it", "it"),
+        # A question about quoted words: the question's language, however short.
+        ("Vad betyder 'to be on the fence'?", "en", "sv"),
+        ("Was bedeutet eigentlich 'it's not my cup of tea'?", "en", "de"),
+        ("'Once in a blue moon' ne demek?", "en", "tr"),
+        ("Что значит «c'est la vie»?", "fr", "ru"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:

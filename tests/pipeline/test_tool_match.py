@@ -1,0 +1,114 @@
+# ruff: noqa: RUF001 (requests in many scripts)
+"""Tool preselection by meaning (pipeline/tool_match.py) with the packaged multilingual
+model: requests no rule knows, near misses, the tools an instance does not have, two
+requests in one message, quoted material, and the turn's vector prefetch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipeline import preprocess as pre
+from pipeline import tool_match
+from skills.registry import all_tools, get_tool
+
+DEMO = ("calculator", "datetime_now", "unit_convert")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _model_loaded() -> None:
+    pre.warm_up()
+
+
+def _candidates(names: tuple[str, ...] = ()) -> list[pre.ToolCandidate]:
+    specs = [get_tool(n) for n in names] if names else list(all_tools())
+    return [pre.ToolCandidate(name=s.name, description=s.description) for s in specs if s]
+
+
+def _chosen(text: str, names: tuple[str, ...] = ()) -> dict[str, str]:
+    return {c.name: c.reason for c in pre.tool_choices(text, _candidates(names))}
+
+
+@pytest.mark.parametrize(
+    ("text", "tool"),
+    [
+        ("Necesito saber la suma de 340 y 1299", "calculator"),
+        ("Mi serve sapere il prodotto di 48 e 12", "calculator"),
+        ("Quanto fa trecentoquaranta più milleduecento?", "calculator"),
+    ],
+)
+def test_a_request_no_rule_knows_is_matched_by_meaning(text: str, tool: str) -> None:
+    chosen = _chosen(text)
+    assert list(chosen) == [tool]
+    assert chosen[tool].startswith("similar to an example (0.")
+    assert "no tool 0." in chosen[tool]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tips for three days in Porto",
+        "Write a function that formats dates in Go",
+        "¿Te acuerdas de los veranos de niños? Qué tiempos",
+        "how do you say 'what time is it' in italian?",
+        "переведи на английский: «сколько времени?»",
+        "Hallo, wie geht's?",
+    ],
+)
+def test_near_misses_and_quoted_requests_get_no_tool(text: str) -> None:
+    assert _chosen(text) == {}
+
+
+def test_a_request_for_a_tool_the_instance_lacks_falls_to_no_other() -> None:
+    # The weather tool is not enabled: the clock, its nearest enabled neighbour, is not
+    # offered in its place.
+    assert _chosen("Va a llover mañana en Bilbao?", DEMO) == {}
+    assert "weather" in _chosen("Va a llover mañana en Bilbao?")
+
+
+def test_two_requests_in_one_message_get_both_tools() -> None:
+    chosen = _chosen("Il est quelle heure à Dakar et il fait chaud là-bas ?")
+    assert set(chosen) == {"datetime_now", "weather"}
+    assert chosen["weather"].endswith("in 'il fait chaud là-bas'")
+
+
+def test_a_question_about_what_was_saved_also_gets_the_lookup() -> None:
+    chosen = _chosen("lembra que eu te falei o número do meu armário?")
+    assert chosen["memory_search"] == "a question about what the user said"
+
+
+def test_clauses_split_on_sentence_ends_and_the_words_for_and() -> None:
+    assert tool_match.clauses("What is 5 plus 7?") == ["What is 5 plus 7?"]
+    assert tool_match.clauses("calcule 18 % de 240 et dis-moi l'heure à Lima") == [
+        "calcule 18 % de 240",
+        "dis-moi l'heure à Lima",
+    ]
+    assert tool_match.clauses("東京は何時？そして天気は？") == ["東京は何時", "天気は"]
+    assert tool_match.clauses("ok. thanks") == ["ok. thanks"]
+
+
+def test_the_prefetch_leaves_nothing_to_embed_inside_the_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "Wie viel wiegen 3 Pfund in Kilo, und regnet es in Graz?"
+    pre.tool_vectors_prefetch(text)
+    calls: list[Any] = []
+
+    def counted(model: str, texts: list[str]) -> list[list[float]]:
+        calls.append(texts)
+        raise AssertionError("embedded inside the turn")
+
+    monkeypatch.setattr(tool_match, "local_embed", counted)
+    chosen = _chosen(text)
+    assert calls == []
+    assert {"unit_convert", "weather"} <= set(chosen)
+
+
+def test_without_the_model_the_rules_and_trigrams_still_choose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tool_match, "_vectors", tool_match._Vectors())
+    monkeypatch.setattr(tool_match._vectors, "available", False)
+    assert list(_chosen("What is 48 divided by 6?")) == ["calculator"]
+    assert _chosen("Necesito saber la suma de 340 y 1299") == {}
