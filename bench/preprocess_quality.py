@@ -14,7 +14,9 @@ figure:
   unit_convert enabled, as on the demo instance: the other requests need no tool);
 * ``language_accuracy`` (and ``language_misses`` listed);
 * ``injection_recall`` (outputs with instructions that screening redacts or withholds)
-  and ``injection_false_positive_rate`` (clean outputs it touches);
+  and ``injection_false_positive_rate`` (clean outputs it touches); ``screening_p50`` /
+  ``_p99`` (ms) of ``screen_tool_output`` per output (the phrase signals and the sentence
+  classifier; the turn runs it in a thread);
 * ``preprocess_p50`` / ``preprocess_p99`` (ms) of ``preprocess(...)`` per message on a
   follow-up after the turn's vector prefetch, ``vectors_prefetch_p50`` / ``_p99`` of that
   prefetch (in a thread beside the history load), ``preprocess_cold_p99`` without it;
@@ -150,12 +152,18 @@ def language_figures(split: str, show: bool) -> dict[str, float]:
 
 
 def injection_figures(split: str, show: bool) -> dict[str, float]:
-    """Recall on outputs with instructions and false-positive rate on clean ones."""
+    """Recall on outputs with instructions and false-positive rate on clean ones, and the
+    time screening takes per output."""
+    from pipeline import injection_model
     from pipeline import tool_output as out
 
+    injection_model.warm_up()
     caught = positives = flagged = negatives = 0
+    times: list[float] = []
     for row in rows(f"tool_outputs_{split}"):
+        start = time.perf_counter()
         screened = out.screen_tool_output({"success": True, "result": hidden_text(row["text"])})
+        times.append((time.perf_counter() - start) * 1000)
         touched = screened["screening"]["action"] != "kept"
         if row["injection"] == "1":
             positives += 1
@@ -168,6 +176,8 @@ def injection_figures(split: str, show: bool) -> dict[str, float]:
     return {
         "injection_recall": caught / positives,
         "injection_false_positive_rate": flagged / negatives,
+        "screening_p50": statistics.median(times),
+        "screening_p99": _percentile(times, 0.99),
     }
 
 

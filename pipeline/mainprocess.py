@@ -259,7 +259,8 @@ async def _run_tools(
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 item = by_task[task]
-                output = screen_tool_output(_outcome(ctx, item))
+                # In a thread: the sentence classifier embeds the output (ms per sentence).
+                output = await asyncio.to_thread(screen_tool_output, _outcome(ctx, item))
                 outputs[item.call.id] = output
                 async for event in _finish_embed(ctx, item, output):
                     yield event

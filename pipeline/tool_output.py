@@ -6,11 +6,15 @@ returns the form everything downstream uses — the tool message of the round, t
 cached for later turns' history, the ``embed.update`` the client stores — so no copy of
 a tool's raw text reaches a model later. Screening: invisible Unicode (format characters
 such as the U+E0000 tag block) stripped from every string, then the whole output scored
-0-10 for prompt injection (:func:`pipeline.injection.injection_score`: hidden text
-decoded first, multilingual signals summed): below :data:`INJECTION_REDACT` kept,
-from it up to below :data:`INJECTION_BLOCK` the matching phrases replaced by
-``[redacted]``, from :data:`INJECTION_BLOCK` on the result (or error) withheld. The
-screened dict carries ``"screening": {"score", "action"}``.
+0-10 for prompt injection — the higher of the phrase signals'
+(:func:`pipeline.injection.injection_score`: hidden text decoded first, multilingual
+signals summed) and the sentence classifier's
+(:func:`pipeline.injection_model.injection_probability` mapped by
+:func:`sentence_score`, counted from :data:`SENTENCE_REDACT_PROBABILITY`): below
+:data:`INJECTION_REDACT` kept, from it up to below :data:`INJECTION_BLOCK` the matching
+phrases (or the flagged sentence) replaced by ``[redacted]``, from :data:`INJECTION_BLOCK`
+on the result (or error) withheld. The screened dict carries ``"screening": {"score",
+"action"}``.
 
 A model sees tool output only fenced (:func:`fence_tool_output`) and with
 :data:`UNTRUSTED_NOTE` in the system prompt of every call whose messages hold a fence.
@@ -23,10 +27,16 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from pipeline.injection import injection_score, redact_phrases, strip_invisible
+from pipeline import injection_model
+from pipeline.injection import injection_score, redact_phrases, revealed_text, strip_invisible
 
 INJECTION_BLOCK = 7.0
 INJECTION_REDACT = 5.0
+# The classifier's probability counts from here (a score of INJECTION_REDACT), rising
+# linearly to INJECTION_BLOCK at SENTENCE_BLOCK_PROBABILITY; below it a sentence is data.
+# Set on the dev, held and fresh splits of tests/data/preprocess/ (bench/preprocess_quality.py).
+SENTENCE_REDACT_PROBABILITY = 0.8
+SENTENCE_BLOCK_PROBABILITY = 0.9
 WITHHELD = "[tool output withheld: it contained instructions aimed at the assistant]"
 REDACTED = "[redacted]"
 UNTRUSTED_NOTE = (
@@ -36,6 +46,18 @@ UNTRUSTED_NOTE = (
 _FENCE_CLOSE = "</tool_output>"
 
 Action = Literal["kept", "redacted", "withheld"]
+
+
+def sentence_score(probability: float) -> float:
+    """The 0-10 score of a sentence the classifier gives ``probability`` (0-1):
+    :data:`INJECTION_REDACT` at :data:`SENTENCE_REDACT_PROBABILITY`, :data:`INJECTION_BLOCK`
+    at :data:`SENTENCE_BLOCK_PROBABILITY`, linear between and beyond (at most 10), one
+    decimal."""
+    slope = (INJECTION_BLOCK - INJECTION_REDACT) / (
+        SENTENCE_BLOCK_PROBABILITY - SENTENCE_REDACT_PROBABILITY
+    )
+    score = INJECTION_REDACT + (probability - SENTENCE_REDACT_PROBABILITY) * slope
+    return round(min(10.0, score), 1)
 
 
 def injection_action(score: float) -> Action:
@@ -67,6 +89,24 @@ def _strings_mapped(value: Any, change: Callable[[str], str]) -> Any:
     return value
 
 
+def _strings(value: Any) -> list[str]:
+    """Every string value inside ``value`` (JSON-like), in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list | tuple):
+        return [text for item in value for text in _strings(item)]
+    return []
+
+
+def _sentence_text(output: Mapping[str, Any]) -> str:
+    # The classifier reads the strings as a model reads them, one per line: JSON's own
+    # punctuation is no sentence.
+    found = _strings([output.get("result"), output.get("error")])
+    return "\n".join(revealed_text(text).text for text in found)
+
+
 def _scored_text(output: Mapping[str, Any]) -> str:
     # The whole payload at once: a phrase split across two fields still scores.
     return json.dumps(
@@ -90,11 +130,20 @@ def screen_tool_output(output: Mapping[str, Any]) -> dict[str, Any]:
     original.pop("screening", None)
     screened: dict[str, Any] = _strings_mapped(original, strip_invisible)
     # Scored as written: what the tag characters smuggled counts (decoded) before it goes.
-    score = injection_score(_scored_text(original))
+    scored = _scored_text(original)
+    score = injection_score(scored)
+    flagged = ""
+    if score < INJECTION_BLOCK:
+        verdict = injection_model.injection_probability(_sentence_text(original))
+        if verdict.probability >= SENTENCE_REDACT_PROBABILITY:
+            score = max(score, sentence_score(verdict.probability))
+            flagged = verdict.sentence
     action = injection_action(score)
     if action == "redacted":
         screened = _strings_mapped(screened, _redact)
-        if injection_score(_scored_text(screened)) >= INJECTION_REDACT:
+        if flagged:
+            screened = _strings_mapped(screened, lambda text: text.replace(flagged, REDACTED))
+        if _still_hostile(screened):
             action = "withheld"
     if action == "withheld":
         for key in ("result", "error"):
@@ -102,6 +151,15 @@ def screen_tool_output(output: Mapping[str, Any]) -> dict[str, Any]:
                 screened[key] = WITHHELD
     screened["screening"] = {"score": score, "action": action}
     return screened
+
+
+def _still_hostile(screened: Mapping[str, Any]) -> bool:
+    # After redaction nothing may still reach the redaction threshold, by either measure.
+    text = _scored_text(screened)
+    if injection_score(text) >= INJECTION_REDACT:
+        return True
+    probability = injection_model.injection_probability(_sentence_text(screened)).probability
+    return probability >= SENTENCE_REDACT_PROBABILITY
 
 
 def tool_output_text(output: Mapping[str, Any]) -> str:

@@ -56,9 +56,10 @@ def soon() -> threading.Thread | None:
 
 
 def _run() -> None:
-    from pipeline import preprocess
+    from pipeline import injection_model, preprocess
 
     try:
         preprocess.warm_up()
+        injection_model.warm_up()
     except Exception:
         logger.exception("the pre-processing models could not be loaded ahead of time")
