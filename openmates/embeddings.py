@@ -102,8 +102,10 @@ class MultilingualEmbedder:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One unit-length 512-dimensional vector per text, in order (blocking, CPU)."""
+        # A lone surrogate (JSON allows "\ud800") cannot be encoded for the tokenizer.
+        clean = [text.encode("utf-8", "replace").decode("utf-8") for text in texts]
         with self._lock:  # the model's lazy load and scratch buffers are not thread-safe
-            matrix = self._model.encode(list(texts))
+            matrix = self._model.encode(clean)
         return [[float(x) for x in row] for row in matrix]
 
 

@@ -149,6 +149,11 @@ def injection_probability(text: str) -> Verdict:
     weights = _classifier.weights() if found else None
     if weights is None:
         return Verdict(0.0, "")
-    scores = _embed(found) @ weights[:-1] + weights[-1]
+    try:
+        scores = _embed(found) @ weights[:-1] + weights[-1]
+    except Exception:
+        # The phrase signals still screen the output.
+        logger.exception("injection screening could not embed %d sentences", len(found))
+        return Verdict(0.0, "")
     best = int(np.argmax(scores))
     return Verdict(float(1.0 / (1.0 + np.exp(-scores[best]))), found[best])

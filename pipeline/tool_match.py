@@ -231,6 +231,10 @@ class _Vectors:
             logger.warning("tool preselection without embeddings: %s", exc)
             self.available = False
             return None
+        except Exception:
+            # Similarity is one piece of evidence: a text the model chokes on keeps the rest.
+            logger.exception("tool preselection could not embed %d texts", len(texts))
+            return None
         return [np.asarray(v, dtype=np.float32) for v in vectors]
 
     def of_texts(self, texts: Sequence[str], *, wait: bool = True) -> Any | None:

@@ -112,3 +112,24 @@ def test_without_the_model_the_rules_and_trigrams_still_choose(
     monkeypatch.setattr(tool_match._vectors, "available", False)
     assert list(_chosen("What is 48 divided by 6?")) == ["calculator"]
     assert _chosen("Necesito saber la suma de 340 y 1299") == {}
+
+
+def test_a_model_failure_on_one_text_keeps_the_other_evidence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(model: str, texts: list[str]) -> list[list[float]]:
+        raise ValueError("the model choked")
+
+    monkeypatch.setattr(tool_match, "_vectors", tool_match._Vectors())
+    monkeypatch.setattr(tool_match, "local_embed", broken)
+    assert list(_chosen("What is 48 divided by 6?")) == ["calculator"]
+    assert _chosen("Ein Satz ohne Regel und ohne Modell") == {}
+    # A failure is not the model missing: the next text is tried again.
+    assert tool_match._vectors.available
+
+
+def test_a_lone_surrogate_is_embedded() -> None:
+    from openmates.embeddings import local_embed
+
+    (vector,) = local_embed("local/use-multilingual-v3", ["ab\ud800cd"])
+    assert len(vector) == 512
