@@ -17,6 +17,7 @@ chat); otherwise a new memory is inserted.
 from __future__ import annotations
 
 import logging
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -73,13 +74,14 @@ def content_clean(content: Any) -> str:
     """``content`` stripped, if it may be stored.
 
     Raises:
-        MemoryInputError: not a string, blank, longer than :data:`MAX_CONTENT_CHARS`, or
-            holding a NUL character.
+        MemoryInputError: not a string, blank (invisible characters count as blank),
+            longer than :data:`MAX_CONTENT_CHARS`, or holding a NUL character.
     """
     if not isinstance(content, str):
         raise MemoryInputError("a memory's content is text")
     text = content.strip()
-    if not text:
+    # Whitespace and format characters (zero-width, bidi controls, tags) show nothing.
+    if all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text):
         raise MemoryInputError("a memory's content is empty")
     if len(text) > MAX_CONTENT_CHARS:
         raise MemoryInputError(f"a memory holds at most {MAX_CONTENT_CHARS} characters")

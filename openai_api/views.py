@@ -40,7 +40,7 @@ from openmates import ids
 from openmates.db import db_call
 from openmates.vault import VaultError
 from pipeline import events as ev
-from pipeline.protocol import ErrorCode
+from pipeline.protocol import ErrorCode, content_blank
 from pipeline.server_turn import (
     ConversationNotFoundError,
     ServerTurn,
@@ -230,7 +230,14 @@ def _turn_input(
         for number, message in enumerate(body.messages[:-1]):
             content = wire.part_text(message.content, where=f"messages.{number}.content")
             history.append({"role": message.role, "content": content})
-    if not text.strip():
+    if "\x00" in text:
+        raise wire.WireError(
+            400,
+            "The last user message must not contain NUL characters.",
+            code="invalid_value",
+            param="messages",
+        )
+    if content_blank(text):
         no_text = "The last user message has no text; an image needs some text with it."
         raise wire.WireError(
             400,

@@ -59,6 +59,7 @@ from openmates.ids import (
 from openmates.ids import ciphertext_chars as ciphertext_chars  # one of the size limits
 from openmates.vault import VaultError
 from pipeline.file_types import file_kind
+from pipeline.injection import strip_invisible
 
 logger = logging.getLogger(__name__)
 
@@ -224,10 +225,19 @@ def _envelope(value: str) -> str:
     return value
 
 
+def content_blank(value: str) -> bool:
+    """True when ``value`` shows nothing: only whitespace and invisible characters
+    (zero-width, bidi controls, tag characters: ``pipeline.injection.strip_invisible``)."""
+    return not strip_invisible(value).strip()
+
+
 def _content_within(value: str, limit: int) -> str:
     if len(value.encode("utf-8")) > limit:
         raise PydanticCustomError(_SIZE_ERROR, f"is larger than {limit // 1024} KiB of UTF-8")
-    if not value.strip():
+    if "\x00" in value:
+        # PostgreSQL text cannot hold NUL, and no message needs one.
+        raise PydanticCustomError("null_character", "must not contain NUL characters")
+    if content_blank(value):
         raise PydanticCustomError("empty", "must not be empty")
     return value
 

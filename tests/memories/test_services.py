@@ -132,6 +132,8 @@ def test_content_and_category_are_checked_before_anything_is_embedded(
 
     with pytest.raises(services.MemoryInputError, match="empty"):
         remember(scripted_instance, user, "   ")
+    with pytest.raises(services.MemoryInputError, match="empty"):
+        remember(scripted_instance, user, "\u200b \u2060\u202e")
     with pytest.raises(services.MemoryInputError, match="at most 2000"):
         remember(scripted_instance, user, "x" * 2001)
     with pytest.raises(services.MemoryInputError, match="category is one of"):

@@ -126,6 +126,9 @@ def test_missing_field_names_the_field_and_echoes_ids() -> None:
         ("message.send", "chat_id", "not-a-uuid"),
         ("message.send", "chat_id", "0b4f8c2e-6f3a-4d1b-9c2e-5a6b7c8d9e0f"),  # UUIDv4
         ("message.send", "content", "   "),
+        ("message.send", "content", "\u200b\u2060\ufeff"),  # shows nothing
+        ("message.send", "content", "\u202e\u2066 \u2069"),
+        ("message.send", "content", "hi \x00 there"),
         ("message.send", "content", 42),
         ("message.send", "history", [{"message_id": "x", "role": "user", "content": "a"}]),
         ("message.send", "history", [{"message_id": None, "role": "robot", "content": "a"}]),

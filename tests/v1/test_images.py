@@ -143,3 +143,23 @@ async def test_an_image_to_fetch_or_that_is_not_one_is_refused(
     assert response.json()["error"]["param"] == "messages.0.content.1"
     assert not await Chat.objects.filter(instance=vision_standard).aexists()
     assert llm_script.requests == []
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("\u200b\u2060\ufeff", "is empty"),
+        ("\u202e\u2066 \u2069", "is empty"),
+        ("hi \x00 there", "NUL"),
+    ],
+)
+async def test_a_message_that_shows_nothing_or_holds_nul_is_400(
+    instance: Any, llm_script: Any, content: str, says: str
+) -> None:
+    response = await _post(instance, content)
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("invalid_value", "messages")
+    assert says in error["message"]
+    assert not await Chat.objects.filter(instance=instance).aexists()
