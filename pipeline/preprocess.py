@@ -372,7 +372,71 @@ def detect_language(text: str, *, fallback: str) -> str:
         guessed = _identified_language(sample, fallback)
         if guessed:
             return guessed
+        if _latin_against(sample, fallback):
+            # "Convert 5 miles to km" after a Japanese message is not Japanese, however
+            # unsure py3langid is of which Latin language it is.
+            return _latin_guess(sample)
     return _script_language(sample, fallback, shared=True) or fallback
+
+
+# Supported languages not written in Latin letters.
+_NON_LATIN = frozenset(
+    [
+        "am",
+        "ar",
+        "be",
+        "bg",
+        "bn",
+        "el",
+        "fa",
+        "gu",
+        "he",
+        "hi",
+        "hy",
+        "ja",
+        "ka",
+        "kk",
+        "km",
+        "kn",
+        "ko",
+        "mk",
+        "ml",
+        "mn",
+        "mr",
+        "ne",
+        "pa",
+        "ps",
+        "ru",
+        "si",
+        "sr",
+        "ta",
+        "te",
+        "th",
+        "uk",
+        "ur",
+        "zh",
+    ]
+)
+
+
+def _latin_against(sample: str, fallback: str) -> bool:
+    """True when ``sample`` is a sentence (three words or more: a name or two, "iPhone
+    15", keeps the chat's language) in Latin letters and ``fallback`` is not written in
+    them."""
+    if len(sample.split()) < 3 or _base(fallback) not in _NON_LATIN:
+        return False
+    letters = [ch for ch in sample if ch.isalpha()]
+    return sum(ch < "\u0250" for ch in letters) * 10 >= len(letters) * 9
+
+
+def _latin_guess(sample: str) -> str:
+    """py3langid's most likely supported Latin-script language for ``sample``, else
+    English."""
+    for code, _ in _language_identifier().rank(sample):
+        language = languages.supported(str(code))
+        if language is not None and language not in _NON_LATIN:
+            return language
+    return "en"
 
 
 # On a short text, the fallback stays when py3langid gives it at least this share of the

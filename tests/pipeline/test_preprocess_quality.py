@@ -93,6 +93,9 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("Was bedeutet eigentlich 'it's not my cup of tea'?", "en", "de"),
         ("'Once in a blue moon' ne demek?", "en", "tr"),
         ("Что значит «c'est la vie»?", "fr", "ru"),
+        # A Latin-letter sentence in a Japanese chat is not Japanese; a name keeps it.
+        ("Convert 5 miles to km", "ja", "en"),
+        ("iPhone 15", "ja", "ja"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:
