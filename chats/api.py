@@ -35,6 +35,7 @@ from openmates import ids, vault
 from openmates.ids import FILE_EMBED_CIPHERTEXT_CHARS, MAX_MESSAGE_CIPHERTEXT_CHARS
 from openmates.rest import (
     JsonOnlyApi,
+    NoUnknownFields,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -187,7 +188,7 @@ class ChatListApi(JsonOnlyApi):
 class ChatDetailApi(JsonOnlyApi):
     """GET: one chat's metadata. PATCH: change metadata (409 on a stale version). DELETE."""
 
-    class UpdateSerializer(serializers.Serializer):
+    class UpdateSerializer(NoUnknownFields):
         version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
         encrypted_title = _ciphertext(required=False)
         encrypted_summary = _ciphertext(required=False)

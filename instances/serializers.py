@@ -15,6 +15,7 @@ from rest_framework import serializers
 
 from instances.models import SECRET_NAME_RE, Instance, InstanceMember, Mate, PromptSection
 from openmates.rest import (
+    NoUnknownFields,
     StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
@@ -23,17 +24,6 @@ from openmates.rest import (
 
 MAX_SECTION_CHARS = 20_000
 MAX_SECRET_CHARS = 10_000
-
-
-class NoUnknownFields(serializers.Serializer):
-    """Refuses fields the serializer does not declare (400 ``invalid`` naming them)."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({key: ["unknown field"] for key in unknown})
-        return super().to_internal_value(data)
 
 
 class InstanceOut(serializers.ModelSerializer):

@@ -24,10 +24,9 @@ from rest_framework.response import Response
 
 from instances.api import admin_instance_or_error
 from instances.models import Instance
-from instances.serializers import NoUnknownFields
 from openai_api import quotas
 from openmates.models import AICall
-from openmates.rest import JsonOnlyApi, StrictCharField
+from openmates.rest import JsonOnlyApi, NoUnknownFields, StrictCharField
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366

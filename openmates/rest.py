@@ -189,3 +189,14 @@ class IdCursorPagination(CursorPagination):
             if not (position.isascii() and position.isdigit() and len(position) <= 19):
                 raise NotFound(self.invalid_cursor_message)
         return cursor
+
+
+class NoUnknownFields(serializers.Serializer):
+    """Refuses fields the serializer does not declare (400 ``invalid`` naming them)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({key: ["unknown field"] for key in unknown})
+        return super().to_internal_value(data)

@@ -22,9 +22,9 @@ from rest_framework.response import Response
 
 from instances.api import admin_instance_or_error, instance_or_404
 from instances.models import Instance
-from instances.serializers import NoUnknownFields
 from openmates.rest import (
     JsonOnlyApi,
+    NoUnknownFields,
     StrictBooleanField,
     StrictIntegerField,
     TimestampCursorPagination,

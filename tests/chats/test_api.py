@@ -173,6 +173,21 @@ def test_chat_patch_conflicts_on_a_stale_version(chat: Chat, keyed_owner: Any) -
     assert stale.status_code == 409
 
 
+def test_chat_patch_refuses_fields_it_does_not_know_and_changes_nothing(
+    chat: Chat, keyed_owner: Any
+) -> None:
+    client = signed_in_client(keyed_owner)
+    url = f"/api/chats/{chat.pk}/"
+    refused = client.patch(
+        url, {"version": 1, "user_id": 1, "mode": "server_managed"}, format="json"
+    )
+    assert refused.status_code == 400
+    assert refused.json()["code"] == "invalid"
+    assert refused.json()["fields"] == {"mode": ["unknown field"], "user_id": ["unknown field"]}
+    chat.refresh_from_db()
+    assert chat.meta_version == 1
+
+
 def test_user_keys_are_stored_wrapped_and_replaced_by_version(keyed_owner: Any) -> None:
     client = signed_in_client(keyed_owner)
     assert client.get("/api/chats/keys/").status_code == 404
