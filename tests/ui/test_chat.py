@@ -338,3 +338,23 @@ def test_an_answer_resumed_after_a_reload_keeps_its_language_badge(
     page.click(".chat-item .chat-item-open")
     page.wait_for_selector(".msg-assistant .msg-body:has-text('Wort79')")
     assert page.inner_text(".msg-assistant .badge-language") == "de"
+
+
+def test_a_message_the_server_would_refuse_stays_in_the_composer(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "tom")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    long_text = "東" * 22_000  # 66,000 bytes of UTF-8
+    send(page, long_text)
+    assert "at most 64 KiB" in (page.text_content("#composer-status") or "")
+    assert page.input_value("#composer-input") == long_text
+
+    send(page, "\u200b\u2060\u202e")
+    assert "shows nothing" in (page.text_content("#composer-status") or "")
+
+    assert page.locator(".msg-user").count() == 0
+    assert not Message.objects.filter(chat__owner__username="tom").exists()
+    assert llm.requests == []

@@ -11,6 +11,22 @@ import { decryptMessage } from "./storage.js";
 import { chosenTier } from "./tiers.js";
 import { editForm, placeOf } from "./versions.js";
 
+// A user message's limit on the server (docs/protocol.md: content over 64 KiB of UTF-8 is
+// refused), checked before the composer lets go of the text.
+export const MAX_CONTENT_BYTES = 64 * 1024;
+// Characters that show nothing: whitespace, zero-width and bidi controls, the BOM, tags.
+const INVISIBLE = /^[\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]*$/u;
+
+// Why `text` cannot be sent as a message (null when it can): too long, or showing nothing.
+export function contentProblem(text) {
+  const bytes = new TextEncoder().encode(text.trim()).length;
+  if (bytes > MAX_CONTENT_BYTES) {
+    return `This message is ${Math.ceil(bytes / 1024)} KiB; a message holds at most 64 KiB. Attach long text as a file instead.`;
+  }
+  if (INVISIBLE.test(text.replace(/[\u{e0000}-\u{e007f}]/gu, ""))) return "The message shows nothing to send.";
+  return null;
+}
+
 export class ChatActions {
   // screen: a Screen, storage: a ChatStorage, view: a ConversationView, chatList: a
   // ChatList, attachments: the composer's files (files.js Attachments).
@@ -65,6 +81,8 @@ export class ChatActions {
     const files = given || (parentId === undefined && this.attachments ? this.attachments.take() : []);
     const content = text.trim() || (files.length ? `(attached: ${files.map((f) => f.name).join(", ")})` : "");
     if (!content || !state.socket) { if (files.length && !given) this.attachments.restore(files); return; }
+    const problem = contentProblem(content);
+    if (problem) { if (files.length && !given) this.attachments.restore(files); this.screen.status(problem); return; }
     if (!state.instance) { this.screen.status("You are not a member of any assistant yet."); return; }
     const open = state.chats.get(state.currentChatId);
     if (isReadOnly(open)) { this.screen.status(readOnlyHint(open)); return; }

@@ -10,7 +10,7 @@ import { ChatList } from "./chatlist.js";
 import { ConversationView } from "./conversation.js";
 import { setupKeyScreens, showScreen } from "./keys.js";
 import { forgetDevice } from "./device.js";
-import { ChatActions } from "./actions.js";
+import { ChatActions, contentProblem } from "./actions.js";
 import { frameHandlers } from "./handlers.js";
 import { Screen } from "./screen.js";
 import { clearState, config, state, userId } from "./state.js";
@@ -171,6 +171,9 @@ function setupComposer() {
     event.preventDefault();
     const text = input.value;
     if (!text.trim() && !attachments.count) return;
+    // A message the server would refuse stays in the composer, with the reason.
+    const problem = text.trim() ? contentProblem(text) : null;
+    if (problem) { screen.status(problem); return; }
     input.value = "";
     grow();
     actions.send(text);
