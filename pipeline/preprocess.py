@@ -242,7 +242,8 @@ _SHORT_LANGUAGES = _phrase_languages(
         language: "|".join(
             filter(None, (_SHORT_MESSAGES.get(language), _QUOTE_QUESTIONS.get(language)))
         )
-        for language in {*_SHORT_MESSAGES, *_QUOTE_QUESTIONS}
+        # In the tables' order: a phrase's first language is its default.
+        for language in dict.fromkeys([*_SHORT_MESSAGES, *_QUOTE_QUESTIONS])
     }
 )
 
