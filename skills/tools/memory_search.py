@@ -133,6 +133,21 @@ EXAMPLES = (
     "Ti avevo detto il nome del mio capo, come si chiama?",
     "Я же тебе говорил, где работаю, помнишь?",
     "前に言った私の好きな映画、覚えてる？",
+    "What was the name of the restaurant I told you about?",
+    "Did I tell you when my mother's birthday is?",
+    "Remind me what I said my budget was",
+    "What's my son's shoe size again, I gave it to you",
+    "Erinnerst du dich, was ich dir über meine Allergie gesagt habe?",
+    "Wie hieß nochmal der Arzt, den ich dir genannt habe?",
+    "Rappelle-moi ce que je t'avais dit sur mon régime",
+    "Tu te rappelles la date de mon rendez-vous que je t'ai donnée ?",
+    "Recuérdame qué te dije sobre mi presupuesto",
+    "¿Cuál era la talla de zapatos de mi hijo que te dije?",
+    "Ricordami cosa ti avevo detto sulla mia dieta",
+    "Напомни, что я тебе говорил про свой бюджет",
+    "前に話した私の予算、覚えてる？",
+    "내가 전에 말한 내 생일 기억나?",
+    "Me lembra o que eu falei sobre o meu orçamento",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
