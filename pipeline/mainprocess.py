@@ -229,15 +229,15 @@ async def _run_tools(
     running: list[_Call] = []
     outputs: dict[str, dict[str, Any]] = {}
     for index, call in enumerate(calls):
-        # The call's name is the model's: its error goes through screening like output.
+        # The call's name is the model's: its error is screened like output (in a thread).
         if call.name not in allowed:
             refused = {"success": False, "error": f"tool {call.name} is not available"}
-            outputs[call.id] = screen_tool_output(refused)
         elif index >= MAX_PARALLEL:
             refused = {"success": False, "error": "too many tool calls in one round"}
-            outputs[call.id] = screen_tool_output(refused)
         else:
             running.append(_Call(call=call, embed_id=new_id()))
+            continue
+        outputs[call.id] = await asyncio.to_thread(screen_tool_output, refused)
     for item in running:
         await db_call(
             chat_services.embed_create,
@@ -259,7 +259,7 @@ async def _run_tools(
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 item = by_task[task]
-                # In a thread: the sentence classifier embeds the output (ms per sentence).
+                # In a thread: the sentence classifier embeds the output (ms a sentence).
                 output = await asyncio.to_thread(screen_tool_output, _outcome(ctx, item))
                 outputs[item.call.id] = output
                 async for event in _finish_embed(ctx, item, output):
