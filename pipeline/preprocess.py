@@ -146,18 +146,12 @@ def instruction_text(text: str) -> str:
     return " ".join(stripped.split()) or " ".join(text.split())
 
 
-def tool_subject(text: str) -> str:
-    """What a message asks of the tools: its :func:`instruction_text` ("how do you say
-    'what time is it' in Italian?" asks for no clock)."""
-    return instruction_text(text)
-
-
 def tool_vectors_prefetch(content: str) -> None:
     """Embed what :func:`preprocess` will compare with the tools for ``content`` (its
-    :func:`tool_subject` and that one's clauses) into the vector cache, so that the
+    :func:`instruction_text` and that one's clauses) into the vector cache, so that the
     preselection inside the turn finds them made. Blocking (about 2 ms a text): the turn
     runs it in a thread while the chat's history loads."""
-    subject = tool_subject(strip_invisible(content))
+    subject = instruction_text(strip_invisible(content))
     tool_match.vectors_prefetch(subject)
 
 
@@ -680,7 +674,7 @@ def tool_choices(
     profiles = [tool_match.tool_profile(c.name, c.description, c.hint) for c in candidates]
     # What the user asks, not what they quote: "how do you say 'what time is it' in
     # Italian?" needs no clock.
-    subject = tool_subject(text)
+    subject = instruction_text(text)
     for choice in tool_match.tools_by_meaning(subject, profiles, chosen=chosen, embed=semantic):
         add(choice.name, choice.reason)
     if "memory_save" in chosen and subject.rstrip().endswith(("?", "\uff1f")):
