@@ -135,12 +135,16 @@ def message_branch(*, chat_id: str, message_id: str) -> Branch:
         )
     }
     on_path: list[str] = []
+    # A set beside the list keeps the walk linear in the chat's length (a long chat's
+    # path holds every message; a membership test on the list made each turn quadratic).
+    seen: set[str] = set()
     step = rows.get(message_id, (None, ""))[0]
-    while step is not None and step in rows and step not in on_path:
+    while step is not None and step in rows and step not in seen:
         on_path.append(step)
+        seen.add(step)
         step = rows[step][0]
     done = tuple(pk for pk in reversed(on_path) if rows[pk][1] == MessageStatus.DONE)
-    return Branch(path=done, off_branch=frozenset(rows.keys() - set(on_path)))
+    return Branch(path=done, off_branch=frozenset(rows.keys() - seen))
 
 
 async def auser_message_status(*, chat_id: str, message_id: str) -> str | None:
