@@ -103,6 +103,11 @@ class HistoryResult:
     reason: str | None = None
 
 
+# ``HistoryResult.reason`` of a partial read (``ai_history_read(newest=...)``) that does not
+# hold the part of the branch the caller needs: read the whole cache, not the client.
+WINDOW_SHORT = "window_short"
+
+
 def _texts(values: Any) -> list[str]:
     """Redis replies (bytes) as text; redis-py's stubs type them loosely."""
     return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
@@ -159,13 +164,17 @@ local function touch()
   return evicted
 end
 """
-# The chat's cached entries (KEYS[2]); a non-empty cache marks the chat active.
+# The chat's cached entries (KEYS[2]), only the newest ARGV[6] when that is above 0, as
+# {entries left unread, entries}; a non-empty cache marks the chat active.
 _LOAD_LUA = (
     _TOUCH_FUNCTION
     + """
-local entries = redis.call('LRANGE', KEYS[2], 0, -1)
+local newest = tonumber(ARGV[6])
+local skipped = 0
+if newest > 0 then skipped = math.max(redis.call('LLEN', KEYS[2]) - newest, 0) end
+local entries = redis.call('LRANGE', KEYS[2], skipped, -1)
 if #entries > 0 then touch() end
-return entries
+return {skipped, entries}
 """
 )
 # Append ARGV[7..] to the chat's cache (KEYS[2]), after emptying it when ARGV[6] is
@@ -217,10 +226,12 @@ class CachedHistory:
     """A chat's AI cache as read, before it is checked against PostgreSQL.
 
     ``messages``: the distinct cached messages, oldest first (empty when nothing is
-    cached), or ``None`` when an entry did not decrypt.
+    cached), or ``None`` when an entry did not decrypt. ``skipped``: how many older
+    entries a partial read left unread (0: the whole cache was read).
     """
 
     messages: list[dict[str, Any]] | None
+    skipped: int = 0
 
     def complete_for(self, expected_done_count: int) -> HistoryResult:
         """The history a turn may use, given how many ``done`` messages the chat has."""
@@ -234,13 +245,22 @@ class CachedHistory:
             return HistoryResult(messages=None, reason="incomplete")
         return HistoryResult(messages=list(self.messages))
 
-    def along(self, path: Sequence[str], off_branch: Collection[str]) -> HistoryResult:
+    def along(
+        self, path: Sequence[str], off_branch: Collection[str], *, need: int | None = None
+    ) -> HistoryResult:
         """The history of one branch of the chat (``chats.selectors.Branch``): the cached
         messages but those ``off_branch``, those on ``path`` in its order after any the
         chat does not hold as messages (a client's imported history). Usable when every
-        message of ``path`` is cached; else the reason to ask the client."""
+        message of ``path`` is cached; else the reason to ask the client.
+
+        After a partial read (``skipped`` > 0) it is the newest part of ``path`` the read
+        holds without a gap, when that is at least its newest ``need`` messages (None:
+        all of them) and does not reach the start of ``path`` (older entries may then be
+        imported history); otherwise :data:`WINDOW_SHORT`."""
         if self.messages is None:
             return HistoryResult(messages=None, reason="decryption_failed")
+        if self.skipped:
+            return self._along_window(path, off_branch, need)
         place = {message_id: index for index, message_id in enumerate(path)}
         kept = [m for m in self.messages if str(m["message_id"]) not in off_branch]
         if not place.keys() <= {str(m["message_id"]) for m in kept}:
@@ -249,11 +269,36 @@ class CachedHistory:
         kept.sort(key=lambda m: place.get(str(m["message_id"]), -1))
         return HistoryResult(messages=kept)
 
+    def _along_window(
+        self, path: Sequence[str], off_branch: Collection[str], need: int | None
+    ) -> HistoryResult:
+        by_id = {
+            str(m["message_id"]): m
+            for m in self.messages or ()
+            if str(m["message_id"]) not in off_branch
+        }
+        newest: list[dict[str, Any]] = []
+        for message_id in reversed(path):
+            message = by_id.get(message_id)
+            if message is None:
+                break
+            newest.append(message)
+        wanted = len(path) if need is None else min(need, len(path))
+        if len(newest) < wanted or len(newest) == len(path):
+            return HistoryResult(messages=None, reason=WINDOW_SHORT)
+        newest.reverse()
+        return HistoryResult(messages=newest)
 
-async def ai_history_read(*, user_id: int | str, chat_id: str) -> CachedHistory:
-    """Read a chat's AI cache (one Redis round trip); check it with ``complete_for``.
 
-    A repeated message id keeps its last cached version at its first position. Reading
+async def ai_history_read(
+    *, user_id: int | str, chat_id: str, newest: int | None = None
+) -> CachedHistory:
+    """Read a chat's AI cache (one Redis round trip); check it with ``complete_for`` or
+    ``along``. With ``newest`` only that many of the newest entries are read and opened
+    (a turn needs the end of a long chat, not all of it; ``CachedHistory.skipped``
+    counts the others).
+
+    A repeated message id keeps its last read version at its first position. Reading
     a non-empty cache marks the chat active (LRU), in the same script; when it then
     proves incomplete or undecryptable the turn asks the client and stores what it
     sends, which marks the chat active all the same. A turn reads it while it counts
@@ -263,7 +308,9 @@ async def ai_history_read(*, user_id: int | str, chat_id: str) -> CachedHistory:
         openmates.vault.VaultError: Vault is unreachable on a cold data key.
         redis.exceptions.RedisError: Redis is unreachable.
     """
-    entries: list[Any] = await aredis_client().eval(_LOAD_LUA, 2, *_touch_args(user_id, chat_id))
+    skipped, entries = await aredis_client().eval(
+        _LOAD_LUA, 2, *_touch_args(user_id, chat_id), str(newest or 0)
+    )
     try:
         # One cipher for the whole list: every entry of a chat is sealed for it alike.
         opened = await crypto.aopen_sealed_many(
@@ -276,10 +323,10 @@ async def ai_history_read(*, user_id: int | str, chat_id: str) -> CachedHistory:
     except crypto.DecryptionError:
         return CachedHistory(messages=None)
     by_id: dict[str, dict[str, Any]] = {}
-    for plaintext in opened:
-        message = json.loads(plaintext)
+    # One parse for the whole list: the entries are JSON objects, so joined they are an array.
+    for message in json.loads(b"[" + b",".join(opened) + b"]") if opened else ():
         by_id[str(message["message_id"])] = message
-    return CachedHistory(messages=list(by_id.values()))
+    return CachedHistory(messages=list(by_id.values()), skipped=int(skipped))
 
 
 async def ai_history_load(

@@ -53,6 +53,12 @@ from skills.selectors import enabled_skill_versions, enabled_tools_for_instance
 logger = logging.getLogger(__name__)
 
 HISTORY_WAIT_S = 120.0
+# A turn reads the newest HISTORY_WINDOW_ENTRIES entries of the AI cache and uses them when
+# they hold the branch's newest HISTORY_WINDOW_NEED messages (the prompt sends at most
+# prompts.MAX_HISTORY): its cost stays flat as a chat grows. A branch further back (an
+# edit far up) or a cache with older imported history reads the whole cache.
+HISTORY_WINDOW_ENTRIES = 64
+HISTORY_WINDOW_NEED = 2 * prompts.MAX_HISTORY
 SAFETY_REJECTED_MESSAGE = (
     "The message was declined by the safety check; the reply explains this in your language."
 )
@@ -169,8 +175,12 @@ class _Progress:
     # The history came from the client (``chat.history``), which may also have changed
     # the notes: they are read again after it.
     history_from_client: bool = False
-    # The chat's messages off the question's branch (``chats.selectors.Branch``).
+    # The chat's messages off the question's branch and its done messages on it
+    # (``chats.selectors.Branch``).
     off_branch: frozenset[str] = frozenset()
+    path: tuple[str, ...] = ()
+    # ``history`` is the newest part of a long branch (``HISTORY_WINDOW_ENTRIES``).
+    history_partial: bool = False
     rejected: bool = False
     # The message as the AI cache keeps it: with its files' text (``pipeline.files``).
     question_text: str | None = None
@@ -668,9 +678,16 @@ async def _load_history(
     chat = request.chat
     branch, cached = await asyncio.gather(
         _branch(request, control),
-        chat_cache.ai_history_read(user_id=request.user_id, chat_id=chat.pk),
+        chat_cache.ai_history_read(
+            user_id=request.user_id, chat_id=chat.pk, newest=HISTORY_WINDOW_ENTRIES
+        ),
     )
-    loaded = cached.along(branch.path, branch.off_branch)
+    loaded = cached.along(branch.path, branch.off_branch, need=HISTORY_WINDOW_NEED)
+    if loaded.reason == chat_cache.WINDOW_SHORT:
+        cached = await chat_cache.ai_history_read(user_id=request.user_id, chat_id=chat.pk)
+        loaded = cached.along(branch.path, branch.off_branch)
+    progress.history_partial = cached.skipped > 0
+    progress.path = branch.path
     expected = len(branch.path)
     progress.off_branch = branch.off_branch
     # The client's history counts when the server holds none: a miss, or a chat it has
@@ -776,9 +793,11 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
 
 async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.PostprocessDone:
     instance = request.instance
+    use_model = instance.follow_ups_enabled and not _on_base_model(instance)
+    history = await _summary_history(request, progress) if use_model else progress.history
     conversation = [
         {"message_id": str(m.get("message_id", "")), "role": m["role"], "content": m["content"]}
-        for m in progress.history
+        for m in history
         if m.get("role") in ("user", "assistant")
     ]
     conversation += [
@@ -789,7 +808,6 @@ async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.Postproc
             "content": progress.result.content,
         },
     ]
-    use_model = instance.follow_ups_enabled and not _on_base_model(instance)
     try:
         context = await instance_context_get(instance)
         done = await post.postprocess(
@@ -825,6 +843,19 @@ async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.Postproc
         summary=done.summary,
         title=done.title,
     )
+
+
+async def _summary_history(request: TurnRequest, progress: _Progress) -> list[dict[str, Any]]:
+    """The branch's history for post-processing's rolling summary: the turn's, unless
+    that is the newest part of a long branch without the message the summary covers
+    (the summary then folds older messages in), when the whole cache is read again."""
+    covers = progress.notes.summary_covers
+    if not progress.history_partial or any(
+        str(m.get("message_id")) == covers for m in progress.history
+    ):
+        return progress.history
+    cached = await chat_cache.ai_history_read(user_id=request.user_id, chat_id=request.chat.pk)
+    return cached.along(progress.path, progress.off_branch).messages or progress.history
 
 
 @on_orphan

@@ -293,3 +293,42 @@ async def test_storing_many_messages_at_once_keeps_them_all_in_order(cache_user_
         user_id=cache_user_id, chat_id=chat_id, expected_done_count=2500
     )
     assert loaded.messages == messages
+
+
+async def test_a_partial_read_opens_only_the_newest_entries_in_one_round_trip(
+    cache_user_id: int,
+) -> None:
+    chat_id = _id()
+    messages = [_message(f"m{n}") for n in range(10)]
+    await cache.ai_history_store(user_id=cache_user_id, chat_id=chat_id, messages=messages)
+    await cache.aredis_client().ping()
+    with round_trips() as count:
+        newest = await cache.ai_history_read(user_id=cache_user_id, chat_id=chat_id, newest=4)
+    assert count[0] == 1
+    assert (newest.messages, newest.skipped) == (messages[6:], 6)
+    # A window as large as the cache, or none, reads it all.
+    for asked in (10, 50, None):
+        whole = await cache.ai_history_read(user_id=cache_user_id, chat_id=chat_id, newest=asked)
+        assert (whole.messages, whole.skipped) == (messages, 0)
+
+
+def _ids(history: cache.HistoryResult) -> list[str] | None:
+    return None if history.messages is None else [m["message_id"] for m in history.messages]
+
+
+def test_a_window_serves_the_newest_part_of_the_branch_it_holds_without_a_gap() -> None:
+    window = [{"message_id": i, "role": "user", "content": i} for i in ("c", "x", "d", "e")]
+    read = cache.CachedHistory(messages=window, skipped=3)
+    # The branch a..e; x is another branch's: the newest three are held in a row.
+    assert _ids(read.along(("a", "b", "c", "d", "e"), {"x"}, need=3)) == ["c", "d", "e"]
+    assert _ids(read.along(("a", "b", "c", "d", "e"), {"x"}, need=2)) == ["c", "d", "e"]
+    # Fewer than needed, a gap (e missing from the branch's end), or the branch's start
+    # reached (older entries may be imported history before it): read everything.
+    short = cache.HistoryResult(messages=None, reason=cache.WINDOW_SHORT)
+    assert read.along(("a", "b", "c", "d", "e"), {"x"}, need=4) == short
+    assert read.along(("a", "b", "c", "d", "e", "f"), {"x"}, need=2) == short
+    assert read.along(("c", "d", "e"), {"x"}, need=2) == short
+    assert read.along(("a", "b", "c", "d", "e"), {"x"}) == short
+    # The whole cache read (nothing skipped) keeps its meaning.
+    whole = cache.CachedHistory(messages=window)
+    assert _ids(whole.along(("c", "d", "e"), {"x"})) == ["c", "d", "e"]

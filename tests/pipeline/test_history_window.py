@@ -1,0 +1,161 @@
+"""A long chat's turn reads only the newest part of the AI cache (``HISTORY_WINDOW_ENTRIES``)
+and sends the same prompt as a whole read would; an edit far back, or a rolling summary
+older than that part, reads the whole cache (real stack, scripted model)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chats import cache as chat_cache
+from pipeline import postprocess as post
+from pipeline import state
+from pipeline import turn as turn_module
+from pipeline.ids import new_id
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+
+TURNS = 40  # 80 cached messages: more than the 64 a turn reads
+
+
+async def _send(client: Any, chat: Any, content: str, **extra: Any) -> tuple[str, str]:
+    """One turn; ``(question id, answer id)``."""
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content=content, **extra
+    )
+    frames = await client.until("postprocess.done")
+    accepted = next(f for f in frames if f["type"] == "message.accepted")
+    return str(accepted["message_id"]), str(accepted["assistant_message_id"])
+
+
+@pytest.fixture(autouse=True)
+def _no_rate_limit(settings: Any) -> None:
+    settings.PIPELINE_TURNS_PER_MINUTE = 1000
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int | None, int, int]]:
+    """Every AI cache read of the turn: ``(newest asked, skipped, messages read)``."""
+    seen: list[tuple[int | None, int, int]] = []
+    real = chat_cache.ai_history_read
+
+    async def recorded(**kwargs: Any) -> chat_cache.CachedHistory:
+        cached = await real(**kwargs)
+        seen.append((kwargs.get("newest"), cached.skipped, len(cached.messages or [])))
+        return cached
+
+    monkeypatch.setattr(chat_cache, "ai_history_read", recorded)
+    return seen
+
+
+async def _long_chat(ws_client: Any, chat_factory: Any, user: Any, instance: Any, llm_script: Any):
+    # Only main calls to script: no model pre-processing (title) or post-processing.
+    instance.follow_ups_enabled = False
+    instance.model_preprocessing_enabled = False
+    await sync_to_async(instance.save)()
+    turn_module.instance_context_forget()
+    chat = await sync_to_async(chat_factory)(user)
+    client = await ws_client(user)
+    ids = []
+    for n in range(TURNS):
+        llm_script.reply(text=f"a{n}", model="standard")
+        ids.append(await _send(client, chat, f"q{n}"))
+    llm_script.requests.clear()
+    return chat, client, ids
+
+
+def _sent(llm_script: Any) -> list[str]:
+    """The main call's history and question, as texts (its system message left out)."""
+    return [str(m["content"]) for m in llm_script.requests[0].messages[1:]]
+
+
+async def test_a_long_chat_reads_the_newest_entries_and_sends_the_same_prompt(
+    ws_client, chat_factory, user, instance, llm_script, reads
+):
+    chat, client, _ = await _long_chat(ws_client, chat_factory, user, instance, llm_script)
+    reads.clear()
+    llm_script.reply(text="a40", model="standard")
+
+    await _send(client, chat, "q40")
+
+    assert reads == [(turn_module.HISTORY_WINDOW_ENTRIES, 2 * TURNS - 64, 64)]
+    # The 15 newest messages (a32 to a39) less the answer at their start, then the question.
+    expected = [text for n in range(33, TURNS) for text in (f"q{n}", f"a{n}")]
+    assert _sent(llm_script) == [*expected, "q40"]
+
+
+async def test_an_edit_far_back_reads_the_whole_cache(
+    ws_client, chat_factory, user, instance, llm_script, reads
+):
+    chat, client, ids = await _long_chat(ws_client, chat_factory, user, instance, llm_script)
+    reads.clear()
+    llm_script.reply(text="a2 again", model="standard")
+
+    await _send(client, chat, "q2, edited", parent_id=ids[1][1])
+
+    # The window (the newest 64 entries) does not reach the branch's start: a whole read.
+    assert reads == [(64, 2 * TURNS - 64, 64), (None, 0, 2 * TURNS)]
+    assert _sent(llm_script) == ["q0", "a0", "q1", "a1", "q2, edited"]
+
+
+async def test_a_summary_older_than_the_window_gets_the_whole_branch_to_fold(
+    ws_client, chat_factory, user, instance, llm_script, reads, monkeypatch
+):
+    chat, client, ids = await _long_chat(ws_client, chat_factory, user, instance, llm_script)
+    await state.chat_notes_save(
+        user_id=user.pk,
+        chat_id=chat.pk,
+        notes=state.ChatNotes(summary="Up to a4.", summary_covers=ids[4][1], language="en"),
+    )
+    instance.follow_ups_enabled = True
+    await sync_to_async(instance.save)()
+    turn_module.instance_context_forget()
+    given: list[list[str]] = []
+
+    async def postprocess(**kwargs: Any) -> post.Postprocessed:
+        given.append([str(m["content"]) for m in kwargs["conversation"]])
+        return post.Postprocessed()
+
+    monkeypatch.setattr(post, "postprocess", postprocess)
+    reads.clear()
+    llm_script.reply(text="a40", model="standard")
+
+    await _send(client, chat, "q40")
+
+    # The turn used the window; post-processing read the whole cache (the new exchange
+    # in it by then), as the summary has to fold in what follows a4 (q5 to a7 are
+    # outside the window).
+    assert reads == [(64, 2 * TURNS - 64, 64), (None, 0, 2 * TURNS + 2)]
+    everything = [text for n in range(TURNS + 1) for text in (f"q{n}", f"a{n}")]
+    assert given == [everything]
+
+
+async def test_a_summary_inside_the_window_needs_no_second_read(
+    ws_client, chat_factory, user, instance, llm_script, reads, monkeypatch
+):
+    chat, client, ids = await _long_chat(ws_client, chat_factory, user, instance, llm_script)
+    await state.chat_notes_save(
+        user_id=user.pk,
+        chat_id=chat.pk,
+        notes=state.ChatNotes(summary="Up to a38.", summary_covers=ids[38][1], language="en"),
+    )
+    instance.follow_ups_enabled = True
+    await sync_to_async(instance.save)()
+    turn_module.instance_context_forget()
+    given: list[list[str]] = []
+
+    async def postprocess(**kwargs: Any) -> post.Postprocessed:
+        given.append([str(m["content"]) for m in kwargs["conversation"]])
+        return post.Postprocessed()
+
+    monkeypatch.setattr(post, "postprocess", postprocess)
+    reads.clear()
+    llm_script.reply(text="a40", model="standard")
+
+    await _send(client, chat, "q40")
+
+    assert reads == [(64, 2 * TURNS - 64, 64)]
+    window = [text for n in range(8, TURNS + 1) for text in (f"q{n}", f"a{n}")]
+    assert given == [window]
