@@ -23,12 +23,13 @@ import base64
 import binascii
 import contextlib
 import enum
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BinaryField, Case, F, Value, When
+from django.db.models import BinaryField, Case, F, Field, Value, When
 from django.utils import timezone
 
 from chats import cache
@@ -680,10 +681,17 @@ def _message_select(
             values.append(newest)
             params.append(chat.pk)
             continue
-        values.append(f"%s::{field.db_type(connection)}")
+        values.append(f"%s::{_db_type(field)}")
         params.append(field.get_db_prep_save(field.pre_save(message, True), connection))
     # Only the model's own names and types are interpolated; values are parameters.
     return f"SELECT {', '.join(values)} FROM bumped"  # noqa: S608
+
+
+@functools.cache
+def _db_type(field: Field[Any, Any]) -> str:
+    """``field``'s column type (``Field.db_type`` builds it anew each call: about 30 µs a
+    field, a millisecond of every turn's accept for the message's columns)."""
+    return str(field.db_type(connection))
 
 
 def turn_retry(*, chat: Chat, message_id: str, assistant_message_id: str) -> None:
