@@ -39,6 +39,19 @@ from typing import Any
 from openmates.asgi import application as _application
 
 _times: defaultdict[str, list[float]] = defaultdict(list)
+# Each step's (start, end) in seconds after the message.send frame it served arrived, for
+# calls between that frame and the turn's first delta (one client at a time: the
+# timeline of a follow-up turn).
+_spans: defaultdict[str, list[tuple[float, float]]] = defaultdict(list)
+_origin: list[float | None] = [None]
+
+
+def _note(label: str, started: float) -> None:
+    ended = time.perf_counter()
+    _times[label].append(ended - started)
+    origin = _origin[0]
+    if origin is not None and started >= origin:
+        _spans[label].append((started - origin, ended - origin))
 
 
 def _timed_async(label: str, function: Callable[..., Any]) -> Callable[..., Any]:
@@ -48,7 +61,7 @@ def _timed_async(label: str, function: Callable[..., Any]) -> Callable[..., Any]
         try:
             return await function(*args, **kwargs)
         finally:
-            _times[label].append(time.perf_counter() - started)
+            _note(label, started)
 
     return timed
 
@@ -60,7 +73,7 @@ def _timed_sync(label: str, function: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return function(*args, **kwargs)
         finally:
-            _times[label].append(time.perf_counter() - started)
+            _note(label, started)
 
     return timed
 
@@ -72,7 +85,7 @@ def _timed_first_item(label: str, function: Callable[..., Any]) -> Callable[...,
         first = True
         async for item in function(*args, **kwargs):
             if first:
-                _times[label].append(time.perf_counter() - started)
+                _note(label, started)
                 first = False
             yield item
 
@@ -103,12 +116,30 @@ def _install() -> None:
 
     for module in (state, cache, crypto):
         _wrap_coroutines(module)
-    for name in ("dispatch", "rate_check", "_chat_or_not_found", "user_key_ensure", "_accept"):
+    for name in (
+        "dispatch",
+        "rate_check",
+        "_chat_or_not_found",
+        "user_key_ensure",
+        "_accept",
+        "_accepted_launch",
+    ):
         _wrap(actions, name)
     _wrap(actions, "run_turn", "turn.run_turn(first event)")
     _wrap(actions, "db_call", "actions.db_call")
-    for name in ("db_call", "instance_context_get", "_memory_consent", "_finalize"):
+    for name in (
+        "db_call",
+        "instance_context_get",
+        "_memory_consent",
+        "_finalize",
+        "_branch",
+        "_plan",
+        "_prompt_build",
+        "_safety_check",
+        "_model_tools",
+    ):
         _wrap(turn, name)
+    _wrap(preprocess, "tool_vectors_prefetch")
     _wrap(turn, "_load_history", "turn._load_history(first event)")
     _wrap(turn, "respond", "turn.respond(first event)")
     _wrap(preprocess, "preprocess")
@@ -146,7 +177,7 @@ def _time_queries() -> None:
         finally:
             words = sql.split()
             table = next((w for w in words if w.startswith('"') and w != '"id"'), "")
-            _times[f"sql {words[0]} {table.split('.')[0]}"].append(time.perf_counter() - started)
+            _note(f"sql {words[0]} {table.split('.')[0]}", started)
 
     def wrap(sender: Any, connection: Any, **kwargs: Any) -> None:
         if timed not in connection.execute_wrappers:
@@ -160,14 +191,14 @@ def _time_first_delta(consumer: Any) -> None:
 
     async def timed_receive(self: Any, text_data: Any = None, bytes_data: Any = None) -> None:
         if text_data and '"message.send"' in text_data:
-            self.trace_started = time.perf_counter()
+            self.trace_started = _origin[0] = time.perf_counter()
         await receive(self, text_data, bytes_data)
 
     async def timed_deliver(self: Any, frame: dict[str, Any]) -> None:
         started = getattr(self, "trace_started", None)
         if frame["type"] == "stream.delta" and started is not None:
-            _times["turn.first_delta"].append(time.perf_counter() - started)
-            self.trace_started = None
+            _note("turn.first_delta", started)
+            self.trace_started = _origin[0] = None
         await deliver(self, frame)
 
     consumer.receive, consumer.deliver = timed_receive, timed_deliver
@@ -179,7 +210,8 @@ def _dump() -> None:
         return
     # A snapshot of the lists: the event loop appends to them meanwhile.
     times = {label: list(values) for label, values in list(_times.items())}
-    summary = {
+    spans = {label: list(values) for label, values in list(_spans.items())}
+    summary: dict[str, dict[str, Any]] = {
         label: {
             "calls": len(values),
             "p50_ms": round(statistics.median(values) * 1000, 3),
@@ -189,6 +221,11 @@ def _dump() -> None:
         for label, values in times.items()
         if values
     }
+    for label, pairs in spans.items():
+        if pairs and label in summary:
+            summary[label]["from_ms"] = round(statistics.median(p[0] for p in pairs) * 1000, 3)
+            summary[label]["to_ms"] = round(statistics.median(p[1] for p in pairs) * 1000, 3)
+            summary[label]["spans"] = len(pairs)
     with open(f"{path}.part", "w") as out:
         json.dump(summary, out, indent=1, sort_keys=True)
     os.replace(f"{path}.part", path)

@@ -531,6 +531,10 @@ def _print_trace(path: Path, turns: int) -> None:
         calls, share = step["calls"] / turns, step["total_ms"] / turns
         p50, top = step["p50_ms"], step["max_ms"]
         print(f"#   {label:45} {calls:5.1f} {p50:8.3f} {top:8.1f} {share:8.3f}")
+    timeline = [(label, step) for label, step in steps.items() if "from_ms" in step]
+    print("# before the first delta: step, median start and end ms after message.send, calls")
+    for label, step in sorted(timeline, key=lambda item: item[1]["from_ms"]):
+        print(f"#   {label:45} {step['from_ms']:8.3f} {step['to_ms']:8.3f} {step['spans']:6d}")
 
 
 def _streams_list(text: str) -> list[int]:
