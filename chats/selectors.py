@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import CharField, IntegerField, QuerySet
-from django.db.models.expressions import RawSQL
+from django.db.models import QuerySet
+from django.db.models.expressions import Col
 
 from chats.models import Chat, Embed, Message, MessageRole, MessageStatus, UserKeys
-from instances.models import InstanceMember
+from instances.models import Instance, InstanceMember
 
 
 def chat_get_for_user(*, chat_id: str, user: Any) -> Chat | None:
@@ -54,41 +56,88 @@ def _table(model: Any) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
-# Correlated with the outer query's chat row (Django names it by its table); only table
-# names from the models are formatted in, every value is a parameter.
-_MEMBER_ROLE_SQL = (
-    f"SELECT member.role FROM {_table(InstanceMember)} member"  # noqa: S608
-    f" WHERE member.instance_id = {_table(Chat)}.instance_id AND member.user_id = %s LIMIT 1"
-)
-_DONE_COUNT_SQL = (
-    f"SELECT COUNT(*) FROM {_table(Message)} done"  # noqa: S608
-    f" WHERE done.chat_id = {_table(Chat)}.id AND done.status = %s"
-)
+@dataclass(frozen=True, slots=True)
+class _RowShape:
+    """A model's concrete fields as a raw SELECT lists them, with the converters Django's
+    compiler would apply to each column (the backend's, then the field's)."""
+
+    model: Any
+    attnames: tuple[str, ...]
+    converters: tuple[tuple[Callable[..., Any], ...], ...]
+    columns: tuple[Col, ...]
+
+    @classmethod
+    def of(cls, model: Any, alias: str) -> _RowShape:
+        fields = model._meta.concrete_fields
+        columns = tuple(field.get_col(alias) for field in fields)
+        return cls(
+            model=model,
+            attnames=tuple(field.attname for field in fields),
+            converters=tuple(
+                tuple(connection.ops.get_db_converters(col) + col.get_db_converters(connection))
+                for col in columns
+            ),
+            columns=columns,
+        )
+
+    def select(self, alias: str) -> list[str]:
+        quote = connection.ops.quote_name
+        return [f"{alias}.{quote(str(col.target.column))}" for col in self.columns]
+
+    def build(self, values: Sequence[Any]) -> Any:
+        """The model instance of one row's ``values`` (this shape's columns, in order)."""
+        converted = []
+        for value, converters, col in zip(values, self.converters, self.columns, strict=True):
+            for converter in converters:
+                value = converter(value, col, connection)
+            converted.append(value)
+        return self.model.from_db(connection.alias, self.attnames, converted)
 
 
-def _turn_chat_annotations(user_id: int) -> tuple[RawSQL, RawSQL]:
-    # RawSQL, not Subquery/Coalesce/GROUP BY: those took three times as long to build and
-    # compile (~1.3 ms of Python of every turn's start, on a database thread holding the GIL).
-    role = RawSQL(_MEMBER_ROLE_SQL, (user_id,), output_field=CharField())  # noqa: S611
-    done = RawSQL(_DONE_COUNT_SQL, (MessageStatus.DONE,), output_field=IntegerField())  # noqa: S611
-    return role, done
+@functools.cache
+def _turn_chat_query() -> tuple[str, _RowShape, _RowShape]:
+    """:func:`turn_chat_get`'s statement and its row's two model shapes. Only the models'
+    table and column names are formatted in; every value is a parameter."""
+    quote = connection.ops.quote_name
+    chat, instance = _RowShape.of(Chat, "chat"), _RowShape.of(Instance, "instance")
+    pk, instance_id = quote(str(Chat._meta.pk.column)), quote("instance_id")
+    sql = (
+        f"SELECT {', '.join(chat.select('chat') + instance.select('instance'))},"  # noqa: S608
+        f" (SELECT member.role FROM {_table(InstanceMember)} member"
+        f" WHERE member.instance_id = chat.{instance_id} AND member.user_id = %s LIMIT 1),"
+        f" (SELECT COUNT(*) FROM {_table(Message)} done"
+        f" WHERE done.chat_id = chat.{pk} AND done.status = %s)"
+        f" FROM {_table(Chat)} chat"
+        f" JOIN {_table(Instance)} instance"
+        f" ON instance.{quote(str(Instance._meta.pk.column))} = chat.{instance_id}"
+        f" WHERE chat.{pk} = %s AND chat.{quote('owner_id')} = %s"
+    )
+    return sql, chat, instance
 
 
 def turn_chat_get(*, chat_id: str, user: Any) -> TurnChat | None:
-    """The chat ``chat_id`` when ``user`` owns it, with the user's role in its instance
-    and its done-message count, in one query; ``None`` as :func:`chat_get_for_user`."""
+    """The chat ``chat_id`` when ``user`` owns it, with its instance, the user's role in
+    that instance and its done-message count, in one query; ``None`` as
+    :func:`chat_get_for_user`.
+
+    Written as SQL, not a QuerySet: building and compiling the ORM's query cost about
+    1.5 ms of Python on every turn's start, on a database thread that holds the GIL the
+    event loop needs; the rows become models as the ORM would make them
+    (``Model.from_db`` after the same converters)."""
     if not chat_id or not getattr(user, "is_authenticated", False):
         return None
-    role, done = _turn_chat_annotations(user.pk)
-    chat = (
-        Chat.objects.select_related("instance")
-        .filter(pk=chat_id, owner_id=user.pk)
-        .annotate(member_role=role, done_messages=done)
-        .first()
-    )
-    if chat is None:
+    sql, chat_shape, instance_shape = _turn_chat_query()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [user.pk, MessageStatus.DONE, chat_id, user.pk])
+        row = cursor.fetchone()
+    if row is None:
         return None
-    return TurnChat(chat=chat, role=chat.member_role, done_count=int(chat.done_messages))
+    split = len(chat_shape.attnames)
+    chat = chat_shape.build(row[:split])
+    instance = instance_shape.build(row[split:-2])
+    Chat._meta.get_field("instance").set_cached_value(chat, instance)
+    role, done = row[-2], row[-1]
+    return TurnChat(chat=chat, role=role, done_count=int(done))
 
 
 def chat_list_for_user(*, user: Any) -> QuerySet[Chat]:
@@ -125,15 +174,23 @@ class Branch:
     off_branch: frozenset[str]
 
 
+@functools.cache
+def _branch_sql() -> str:
+    quote = connection.ops.quote_name
+    return (
+        f"SELECT {quote('id')}, {quote('parent_id')}, {quote('status')}"  # noqa: S608
+        f" FROM {_table(Message)} WHERE {quote('chat_id')} = %s"
+    )
+
+
 def message_branch(*, chat_id: str, message_id: str) -> Branch:
     """The :class:`Branch` of the question ``message_id`` (one query over the chat's
     message ids and parents; a cycle, which the services never write, ends the walk)."""
-    rows = {
-        pk: (parent, status)
-        for pk, parent, status in Message.objects.filter(chat_id=chat_id).values_list(
-            "pk", "parent_id", "status"
-        )
-    }
+    with connection.cursor() as cursor:
+        # SQL, not values_list(): this runs on every turn's start (compiling the QuerySet
+        # cost more than the statement itself).
+        cursor.execute(_branch_sql(), [chat_id])
+        rows = {pk: (parent, status) for pk, parent, status in cursor.fetchall()}
     on_path: list[str] = []
     # A set beside the list keeps the walk linear in the chat's length (a long chat's
     # path holds every message; a membership test on the list made each turn quadratic).
