@@ -29,10 +29,12 @@ from chats import cache as chat_cache
 from chats import services as chat_services
 from chats.models import Chat
 from chats.selectors import (
+    Branch,
     TurnChat,
     achat_get_for_user,
     aembed_chat_id_for_user,
     auser_message_status,
+    message_branch,
     turn_chat_get,
 )
 from chats.sync import chats_gone, sync_phases
@@ -49,7 +51,7 @@ from pipeline.ids import new_id
 from pipeline.prompts import answer_reserve_tokens
 from pipeline.protocol import ErrorCode, FrameError
 from pipeline.runtime import TurnControl, TurnRegistry
-from pipeline.turn import TurnRequest, run_turn
+from pipeline.turn import EarlyReads, TurnRequest, early_reads_drop, early_reads_start, run_turn
 
 logger = logging.getLogger(__name__)
 
@@ -235,12 +237,14 @@ def _not_retryable(chat_id: str, message_id: str, status: str) -> FrameError:
 class _Accepted:
     """What the accept call found and wrote: the chat (its instance loaded with it), the
     user's role there, ``started`` (False for a repeated ``message.send`` of an id
-    already accepted) and the chat's done-message count read in the same call."""
+    already accepted), the chat's done-message count read in the same call and, for a
+    new question, its ``branch`` (None: read when the turn starts)."""
 
     chat: Chat
     role: str
     started: bool
     done_count: int
+    branch: Branch | None = None
 
 
 def _turn_chat(*, chat_id: str, user: Any, message_id: str) -> TurnChat:
@@ -310,8 +314,16 @@ def _accept(
         ) from None
     except chat_services.IdInUse as in_use:
         raise _id_in_use(in_use, message_id=message_id) from None
-    # The new messages are pending: the count read before them still holds.
-    return _Accepted(chat, role, started, found.done_count)
+    # The new messages are pending: the count read before them still holds. The branch
+    # is read here, on the same thread and connection, rather than by the turn.
+    branch = None
+    if started:
+        branch = (
+            message_branch(chat_id=chat.pk, message_id=message_id)
+            if found.done_count
+            else Branch(path=(), off_branch=frozenset())
+        )
+    return _Accepted(chat, role, started, found.done_count, branch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,17 +429,24 @@ async def _turn_start(
     parent: str | chat_services.Parent | None = chat_services.Parent.NEWEST
     if frame is not None and frame.parent_given:
         parent = frame.parent_id
-    accepted = await db_call(
-        _accept,
-        chat_id=chat_id,
-        user=socket.user,
-        message_id=message_id,
-        assistant_message_id=assistant_message_id,
-        retry=retry,
-        parent_id=parent,
-        file_embed_ids=tuple(f.embed_id for f in files),
-    )
+    # The turn's Redis reads run while the accept call writes (the user's own keys only).
+    early = early_reads_start(user_id=socket.user.pk, chat_id=chat_id) if not retry else None
+    try:
+        accepted = await db_call(
+            _accept,
+            chat_id=chat_id,
+            user=socket.user,
+            message_id=message_id,
+            assistant_message_id=assistant_message_id,
+            retry=retry,
+            parent_id=parent,
+            file_embed_ids=tuple(f.embed_id for f in files),
+        )
+    except BaseException:
+        early_reads_drop(early)
+        raise
     if not accepted.started:
+        early_reads_drop(early)
         await _duplicate(socket, chat_id=chat_id, message_id=message_id)
         return
     await _accepted_launch(
@@ -438,6 +457,7 @@ async def _turn_start(
         assistant_message_id=assistant_message_id,
         content=str(content),
         files=files,
+        early=early,
     )
 
 
@@ -464,12 +484,18 @@ async def _accepted_launch(
     content: str,
     regenerate: bool = False,
     files: tuple[turn_files.TurnFile, ...] = (),
+    early: EarlyReads | None = None,
 ) -> None:
     """Launch the turn of an accepted ``message.send`` or ``message.regenerate``:
     ``accepted`` carries the chat, the user's role and the chat's done count; ``frame``
-    the client's overrides (None: a retry, which asks none)."""
-    # After the chat was found: a deleted account's key is never made again (see there).
-    await user_key_ensure(socket.user.pk)
+    the client's overrides (None: a retry, which asks none); ``early`` the turn's reads
+    started beside the accept."""
+    try:
+        # After the chat was found: a deleted account's key is never made again (see there).
+        await user_key_ensure(socket.user.pk)
+    except BaseException:
+        early_reads_drop(early)
+        raise
     chat = accepted.chat
     await _turn_launch(
         socket,
@@ -485,6 +511,8 @@ async def _accepted_launch(
             done_count=accepted.done_count,
             regenerate=regenerate,
             files=files,
+            branch=accepted.branch if isinstance(accepted, _Accepted) else None,
+            early=early,
             **_requested(frame),
         ),
     )

@@ -66,6 +66,10 @@ TITLE_WAIT_S = 10.0
 INSTANCE_CONTEXT_TTL_S = 10.0
 
 
+# The chat's newest cached entries and notes, read beside a turn's accept.
+EarlyReads = asyncio.Task[tuple[chat_cache.CachedHistory, state.ChatNotes]]
+
+
 @dataclass(frozen=True)
 class TurnRequest:
     """Everything a turn needs, loaded before it starts (no lazy relations in async code).
@@ -76,7 +80,10 @@ class TurnRequest:
     turn (``None``: counted when the history loads). ``regenerate``: the turn answers an
     answered question again (``message.regenerate``): its answer is a new version and the
     question's status stays. ``files``: the files sent with the message, read in memory
-    (``pipeline.files``; docs/protocol.md §13).
+    (``pipeline.files``; docs/protocol.md §13). ``branch``: the question's branch, read
+    by the accept call (None: read when the history loads); ``early``: the chat's newest
+    cached entries and notes, read beside the accept (:func:`early_reads_start`). Both
+    are used only by a turn that did not wait in the chat's queue.
     """
 
     task_id: str
@@ -94,6 +101,35 @@ class TurnRequest:
     done_count: int | None = None
     regenerate: bool = False
     files: tuple[turn_files.TurnFile, ...] = ()
+    branch: chat_selectors.Branch | None = None
+    early: EarlyReads | None = None
+
+
+def early_reads_start(*, user_id: int, chat_id: str) -> EarlyReads:
+    """Start a turn's Redis reads before its accept call returns: the newest
+    ``HISTORY_WINDOW_ENTRIES`` of the chat's AI cache and its notes. The keys are the
+    user's own (``chat_id`` as the client sent it: a chat that is not theirs has none),
+    so nothing is read that the user may not see. Hand the task to the turn
+    (``TurnRequest.early``) or to :func:`early_reads_drop`."""
+
+    async def read() -> tuple[chat_cache.CachedHistory, state.ChatNotes]:
+        cached, notes = await asyncio.gather(
+            chat_cache.ai_history_read(
+                user_id=user_id, chat_id=chat_id, newest=HISTORY_WINDOW_ENTRIES
+            ),
+            state.chat_notes_load(user_id=user_id, chat_id=chat_id),
+        )
+        return cached, notes
+
+    return asyncio.ensure_future(read())
+
+
+def early_reads_drop(early: EarlyReads | None) -> None:
+    """Cancel reads no turn will use, their outcome (an error too) left unreported."""
+    if early is None:
+        return
+    early.cancel()
+    early.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 @dataclass(frozen=True)
@@ -187,6 +223,8 @@ class _Progress:
     # The main call's messages for a model that does not see images, when the question
     # carries image parts (``pipeline.files.blind_messages``).
     without_vision: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
+    # The question's retry copy being saved (``state.pending_content_save``).
+    kept: asyncio.Future[None] | None = None
     title_task: asyncio.Task[pre.ChatTitle | None] | None = None
     # ``time.perf_counter()`` when the title call started (for the fallback's log line).
     title_started: float | None = None
@@ -210,6 +248,8 @@ async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[
     finally:
         if progress.title_task is not None and not progress.title_task.done():
             progress.title_task.cancel()
+        if request.early is not None and not request.early.done():
+            early_reads_drop(request.early)
     if control.cancel.is_set():
         progress.result.status = "cancelled"
     control.finishing = True
@@ -315,12 +355,9 @@ async def _answer(
     context read meanwhile), pre-processing and the safety step, then the reply streamed
     from the prompt, with a first message's title arriving beside it."""
     chat = request.chat
-    # Independent reads and the retry copy run while the history loads.
+    _kept_start(request, progress)
+    # The instance context and the message's vectors load while the history does.
     side = asyncio.gather(
-        state.pending_content_save(
-            user_id=request.user_id, message_id=request.message_id, content=request.content
-        ),
-        state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk),
         instance_context_get(request.instance),
         asyncio.to_thread(pre.tool_vectors_prefetch, request.content),
     )
@@ -328,7 +365,7 @@ async def _answer(
         async for event in _load_history(request, control, progress):
             yield event
     finally:
-        _, progress.notes, context, _ = await side
+        context, _ = await side
     if progress.history_from_client:
         progress.notes = await state.chat_notes_load(user_id=request.user_id, chat_id=chat.pk)
     if progress.notes.summary_covers in progress.off_branch:
@@ -348,6 +385,8 @@ async def _answer(
     _title_start(request, progress, plan)
     tools = [t for t in context.tools if t.name in plan.decided.tools]
     messages = await _prompt_build(request, progress, context, plan, tools, categories)
+    if progress.kept is not None:
+        await progress.kept  # before the model is asked: a key that cannot seal it fails here
     main = MainContext(
         chat=chat,
         instance=request.instance,
@@ -676,12 +715,7 @@ async def _load_history(
 ) -> AsyncIterator[ev.ServerEvent]:
     """Fill ``progress.history``; on a miss ask the client and wait for ``chat.history``."""
     chat = request.chat
-    branch, cached = await asyncio.gather(
-        _branch(request, control),
-        chat_cache.ai_history_read(
-            user_id=request.user_id, chat_id=chat.pk, newest=HISTORY_WINDOW_ENTRIES
-        ),
-    )
+    branch, cached, progress.notes = await _reads(request, control)
     loaded = cached.along(branch.path, branch.off_branch, need=HISTORY_WINDOW_NEED)
     if loaded.reason == chat_cache.WINDOW_SHORT:
         cached = await chat_cache.ai_history_read(user_id=request.user_id, chat_id=chat.pk)
@@ -731,10 +765,33 @@ async def _load_history(
 _NO_BRANCH = chat_selectors.Branch(path=(), off_branch=frozenset())
 
 
+async def _reads(
+    request: TurnRequest, control: TurnControl
+) -> tuple[chat_selectors.Branch, chat_cache.CachedHistory, state.ChatNotes]:
+    """The question's branch, the chat's newest cached entries and its notes: those the
+    accept call and :func:`early_reads_start` read when the turn did not wait in the
+    chat's queue (the turns before it changed them meanwhile), else read now, at once."""
+    early = request.early
+    if early is not None and not control.queued:
+        branch = await _branch(request, control)
+        cached, notes = await early
+        return branch, cached, notes
+    early_reads_drop(early)
+    return await asyncio.gather(
+        _branch(request, control),
+        chat_cache.ai_history_read(
+            user_id=request.user_id, chat_id=request.chat.pk, newest=HISTORY_WINDOW_ENTRIES
+        ),
+        state.chat_notes_load(user_id=request.user_id, chat_id=request.chat.pk),
+    )
+
+
 async def _branch(request: TurnRequest, control: TurnControl) -> chat_selectors.Branch:
-    """The branch the turn's question continues (``chats.selectors.message_branch``); no
-    query for a chat with no done message when the turn was accepted and did not wait in
-    the chat's queue (the turns before it answered meanwhile)."""
+    """The branch the turn's question continues (``chats.selectors.message_branch``): the
+    accept call's when the turn did not wait in the chat's queue (the turns before it
+    answered meanwhile); no query for a chat with no done message then either."""
+    if not control.queued and request.branch is not None:
+        return request.branch
     if request.done_count == 0 and not control.queued:
         return _NO_BRANCH
     return await db_call(
@@ -749,6 +806,7 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
     """
     result = progress.result
     chat = request.chat
+    await _kept_wait(request, progress)
     if await state.chat_deleted(chat.pk):
         result.status = "cancelled"
         return
@@ -789,6 +847,30 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
     except chat_services.NotFound:
         # Deleted between the check above and now; the runtime drops what was cached.
         result.status = "cancelled"
+
+
+def _kept_start(request: TurnRequest, progress: _Progress) -> None:
+    """Save the question's retry copy while the history loads and pre-processing runs
+    (``_answer`` awaits it before the model call, :func:`_kept_wait` at the end)."""
+    progress.kept = asyncio.ensure_future(
+        state.pending_content_save(
+            user_id=request.user_id, message_id=request.message_id, content=request.content
+        )
+    )
+    progress.kept.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+
+async def _kept_wait(request: TurnRequest, progress: _Progress) -> None:
+    """Wait for the question's retry copy (before a done turn drops it); failing to keep
+    it is logged, it does not fail the turn: only a retry would have read it."""
+    if progress.kept is None:
+        return
+    try:
+        await progress.kept
+    except Exception:
+        logger.warning(
+            "turn %s: the question's retry copy was not kept", request.task_id, exc_info=True
+        )
 
 
 async def _postprocess(request: TurnRequest, progress: _Progress) -> ev.PostprocessDone:

@@ -67,6 +67,15 @@ async def test_second_message_is_queued_and_answered_after_the_first(
     done_second = rest[-1]
     assert done_second["content"] == "second answer"
     assert (await _row(second)).status == "done"
+    # The queued turn read the history after the first answer (not beside its accept):
+    # the first exchange is in its prompt, and the client was never asked for it.
+    assert not any(f["type"] == "request_chat_history" for f in rest)
+    prompt = [r for r in llm_script.requests if r.model == "standard"][-1].messages
+    assert prompt[-3:] == [
+        {"role": "user", "content": "Tell me a story"},
+        {"role": "assistant", "content": "".join(SLOW_PIECES)},
+        {"role": "user", "content": "Tell me more about it"},
+    ]
 
 
 async def test_cancel_mid_stream_stops_the_turn(ws_client, chat, user, llm_script):
