@@ -100,14 +100,15 @@ async def test_an_edit_far_back_reads_the_whole_cache(
     assert _sent(llm_script) == ["q0", "a0", "q1", "a1", "q2, edited"]
 
 
-async def test_a_summary_older_than_the_window_gets_the_whole_branch_to_fold(
-    ws_client, chat_factory, user, instance, llm_script, reads, monkeypatch
-):
-    chat, client, ids = await _long_chat(ws_client, chat_factory, user, instance, llm_script)
+async def _turn_after_summary(
+    client: Any, chat: Any, user: Any, instance: Any, llm_script: Any, monkeypatch: Any, covers: str
+) -> list[list[str]]:
+    """One more turn after a rolling summary covering ``covers``, with post-processing on;
+    the conversations post-processing was given (its calls left out)."""
     await state.chat_notes_save(
         user_id=user.pk,
         chat_id=chat.pk,
-        notes=state.ChatNotes(summary="Up to a4.", summary_covers=ids[4][1], language="en"),
+        notes=state.ChatNotes(summary="Summary.", summary_covers=covers, language="en"),
     )
     instance.follow_ups_enabled = True
     await sync_to_async(instance.save)()
@@ -119,43 +120,40 @@ async def test_a_summary_older_than_the_window_gets_the_whole_branch_to_fold(
         return post.Postprocessed()
 
     monkeypatch.setattr(post, "postprocess", postprocess)
-    reads.clear()
     llm_script.reply(text="a40", model="standard")
-
     await _send(client, chat, "q40")
-
-    # The turn used the window; post-processing read the whole cache (the new exchange
-    # in it by then), as the summary has to fold in what follows a4 (q5 to a7 are
-    # outside the window).
-    assert reads == [(64, 2 * TURNS - 64, 64), (None, 0, 2 * TURNS + 2)]
-    everything = [text for n in range(TURNS + 1) for text in (f"q{n}", f"a{n}")]
-    assert given == [everything]
+    return given
 
 
-async def test_a_summary_inside_the_window_needs_no_second_read(
-    ws_client, chat_factory, user, instance, llm_script, reads, monkeypatch
+@pytest.mark.parametrize(
+    ("covered", "whole_read", "first_given"),
+    [
+        # A summary up to a4: the turn used the window; post-processing read the whole
+        # cache (the new exchange in it by then), as the summary has to fold in what
+        # follows a4 (q5 to a7 are outside the window).
+        (4, [(None, 0, 2 * TURNS + 2)], 0),
+        # A summary up to a38, inside the window: no second read.
+        (38, [], 8),
+    ],
+)
+async def test_post_processing_reads_the_whole_branch_only_for_an_older_summary(
+    ws_client,
+    chat_factory,
+    user,
+    instance,
+    llm_script,
+    reads,
+    monkeypatch,
+    covered,
+    whole_read,
+    first_given,
 ):
     chat, client, ids = await _long_chat(ws_client, chat_factory, user, instance, llm_script)
-    await state.chat_notes_save(
-        user_id=user.pk,
-        chat_id=chat.pk,
-        notes=state.ChatNotes(summary="Up to a38.", summary_covers=ids[38][1], language="en"),
-    )
-    instance.follow_ups_enabled = True
-    await sync_to_async(instance.save)()
-    turn_module.instance_context_forget()
-    given: list[list[str]] = []
-
-    async def postprocess(**kwargs: Any) -> post.Postprocessed:
-        given.append([str(m["content"]) for m in kwargs["conversation"]])
-        return post.Postprocessed()
-
-    monkeypatch.setattr(post, "postprocess", postprocess)
     reads.clear()
-    llm_script.reply(text="a40", model="standard")
 
-    await _send(client, chat, "q40")
+    given = await _turn_after_summary(
+        client, chat, user, instance, llm_script, monkeypatch, covers=ids[covered][1]
+    )
 
-    assert reads == [(64, 2 * TURNS - 64, 64)]
-    window = [text for n in range(8, TURNS + 1) for text in (f"q{n}", f"a{n}")]
-    assert given == [window]
+    assert reads == [(64, 2 * TURNS - 64, 64), *whole_read]
+    assert given == [[text for n in range(first_given, TURNS + 1) for text in (f"q{n}", f"a{n}")]]
