@@ -62,6 +62,7 @@ class _RowShape:
     compiler would apply to each column (the backend's, then the field's)."""
 
     model: Any
+    alias: str
     attnames: tuple[str, ...]
     converters: tuple[tuple[Callable[..., Any], ...], ...]
     columns: tuple[Col, ...]
@@ -72,6 +73,7 @@ class _RowShape:
         columns = tuple(field.get_col(alias) for field in fields)
         return cls(
             model=model,
+            alias=alias,
             attnames=tuple(field.attname for field in fields),
             converters=tuple(
                 tuple(connection.ops.get_db_converters(col) + col.get_db_converters(connection))
@@ -80,9 +82,9 @@ class _RowShape:
             columns=columns,
         )
 
-    def select(self, alias: str) -> list[str]:
+    def select(self) -> list[str]:
         quote = connection.ops.quote_name
-        return [f"{alias}.{quote(str(col.target.column))}" for col in self.columns]
+        return [f"{self.alias}.{quote(str(col.target.column))}" for col in self.columns]
 
     def build(self, values: Sequence[Any]) -> Any:
         """The model instance of one row's ``values`` (this shape's columns, in order)."""
@@ -102,7 +104,7 @@ def _turn_chat_query() -> tuple[str, _RowShape, _RowShape]:
     chat, instance = _RowShape.of(Chat, "chat"), _RowShape.of(Instance, "instance")
     pk, instance_id = quote(str(Chat._meta.pk.column)), quote("instance_id")
     sql = (
-        f"SELECT {', '.join(chat.select('chat') + instance.select('instance'))},"  # noqa: S608
+        f"SELECT {', '.join(chat.select() + instance.select())},"  # noqa: S608
         f" (SELECT member.role FROM {_table(InstanceMember)} member"
         f" WHERE member.instance_id = chat.{instance_id} AND member.user_id = %s LIMIT 1),"
         f" (SELECT COUNT(*) FROM {_table(Message)} done"
@@ -172,6 +174,10 @@ class Branch:
 
     path: tuple[str, ...]
     off_branch: frozenset[str]
+
+
+# The branch of a question in a chat with no done message: nothing before it.
+NO_BRANCH = Branch(path=(), off_branch=frozenset())
 
 
 @functools.cache

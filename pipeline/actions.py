@@ -29,6 +29,7 @@ from chats import cache as chat_cache
 from chats import services as chat_services
 from chats.models import Chat
 from chats.selectors import (
+    NO_BRANCH,
     Branch,
     TurnChat,
     achat_get_for_user,
@@ -321,7 +322,7 @@ def _accept(
         branch = (
             message_branch(chat_id=chat.pk, message_id=message_id)
             if found.done_count
-            else Branch(path=(), off_branch=frozenset())
+            else NO_BRANCH
         )
     return _Accepted(chat, role, started, found.done_count, branch)
 

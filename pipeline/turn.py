@@ -385,8 +385,11 @@ async def _answer(
     _title_start(request, progress, plan)
     tools = [t for t in context.tools if t.name in plan.decided.tools]
     messages = await _prompt_build(request, progress, context, plan, tools, categories)
-    if progress.kept is not None:
-        await progress.kept  # before the model is asked: a key that cannot seal it fails here
+    # Kept before the model is asked: a key that cannot seal it fails the turn here (and
+    # is reported once: _kept_wait finds nothing left to wait for).
+    kept, progress.kept = progress.kept, None
+    if kept is not None:
+        await kept
     main = MainContext(
         chat=chat,
         instance=request.instance,
@@ -762,9 +765,6 @@ async def _load_history(
     progress.history = list(loaded.messages or [])
 
 
-_NO_BRANCH = chat_selectors.Branch(path=(), off_branch=frozenset())
-
-
 async def _reads(
     request: TurnRequest, control: TurnControl
 ) -> tuple[chat_selectors.Branch, chat_cache.CachedHistory, state.ChatNotes]:
@@ -777,13 +777,11 @@ async def _reads(
         cached, notes = await early
         return branch, cached, notes
     early_reads_drop(early)
-    return await asyncio.gather(
+    branch, (cached, notes) = await asyncio.gather(
         _branch(request, control),
-        chat_cache.ai_history_read(
-            user_id=request.user_id, chat_id=request.chat.pk, newest=HISTORY_WINDOW_ENTRIES
-        ),
-        state.chat_notes_load(user_id=request.user_id, chat_id=request.chat.pk),
+        early_reads_start(user_id=request.user_id, chat_id=request.chat.pk),
     )
+    return branch, cached, notes
 
 
 async def _branch(request: TurnRequest, control: TurnControl) -> chat_selectors.Branch:
@@ -793,7 +791,7 @@ async def _branch(request: TurnRequest, control: TurnControl) -> chat_selectors.
     if not control.queued and request.branch is not None:
         return request.branch
     if request.done_count == 0 and not control.queued:
-        return _NO_BRANCH
+        return chat_selectors.NO_BRANCH
     return await db_call(
         chat_selectors.message_branch, chat_id=request.chat.pk, message_id=request.message_id
     )
@@ -936,7 +934,12 @@ async def _summary_history(request: TurnRequest, progress: _Progress) -> list[di
         str(m.get("message_id")) == covers for m in progress.history
     ):
         return progress.history
-    cached = await chat_cache.ai_history_read(user_id=request.user_id, chat_id=request.chat.pk)
+    try:
+        cached = await chat_cache.ai_history_read(user_id=request.user_id, chat_id=request.chat.pk)
+    except Exception:
+        # Post-processing never fails a turn: the summary folds what the window holds.
+        logger.warning("chat %s: the whole history was not read", request.chat.pk, exc_info=True)
+        return progress.history
     return cached.along(progress.path, progress.off_branch).messages or progress.history
 
 
