@@ -100,24 +100,30 @@ async def test_an_edit_far_back_reads_the_whole_cache(
     assert _sent(llm_script) == ["q0", "a0", "q1", "a1", "q2, edited"]
 
 
+ASK = '{"follow_ups": [], "topic_changed": false, "summary": "Summary after q40."}'
+
+
 async def _turn_after_summary(
     client: Any, chat: Any, user: Any, instance: Any, llm_script: Any, monkeypatch: Any, covers: str
 ) -> list[list[str]]:
-    """One more turn after a rolling summary covering ``covers``, with post-processing on;
-    the conversations post-processing was given (its calls left out)."""
+    """One more turn after a rolling summary covering ``covers``, with post-processing on
+    (its fast calls scripted: a block summary when a gap is folded, then the per-turn
+    call); the conversations post-processing was given."""
     await state.chat_notes_save(
         user_id=user.pk,
         chat_id=chat.pk,
         notes=state.ChatNotes(summary="Summary.", summary_covers=covers, language="en"),
     )
     instance.follow_ups_enabled = True
+    instance.memory_enabled = False
     await sync_to_async(instance.save)()
     turn_module.instance_context_forget()
     given: list[list[str]] = []
+    real = post.postprocess
 
     async def postprocess(**kwargs: Any) -> post.Postprocessed:
         given.append([str(m["content"]) for m in kwargs["conversation"]])
-        return post.Postprocessed()
+        return await real(**kwargs)
 
     monkeypatch.setattr(post, "postprocess", postprocess)
     llm_script.reply(text="a40", model="standard")
@@ -126,14 +132,14 @@ async def _turn_after_summary(
 
 
 @pytest.mark.parametrize(
-    ("covered", "whole_read", "first_given"),
+    ("covered", "whole_read", "first_given", "folded"),
     [
         # A summary up to a4: the turn used the window; post-processing read the whole
         # cache (the new exchange in it by then), as the summary has to fold in what
         # follows a4 (q5 to a7 are outside the window).
-        (4, [(None, 0, 2 * TURNS + 2)], 0),
-        # A summary up to a38, inside the window: no second read.
-        (38, [], 8),
+        (4, [(None, 0, 2 * TURNS + 2)], 0, range(5, 38)),
+        # A summary up to a38, inside the window: no second read, nothing to fold.
+        (38, [], 8, None),
     ],
 )
 async def test_post_processing_reads_the_whole_branch_only_for_an_older_summary(
@@ -147,9 +153,13 @@ async def test_post_processing_reads_the_whole_branch_only_for_an_older_summary(
     covered,
     whole_read,
     first_given,
+    folded,
 ):
     chat, client, ids = await _long_chat(ws_client, chat_factory, user, instance, llm_script)
     reads.clear()
+    if folded is not None:
+        llm_script.reply(text="Block summary.", model="fast")
+    llm_script.reply(text=ASK, model="fast")
 
     given = await _turn_after_summary(
         client, chat, user, instance, llm_script, monkeypatch, covers=ids[covered][1]
@@ -157,3 +167,11 @@ async def test_post_processing_reads_the_whole_branch_only_for_an_older_summary(
 
     assert reads == [(64, 2 * TURNS - 64, 64), *whole_read]
     assert given == [[text for n in range(first_given, TURNS + 1) for text in (f"q{n}", f"a{n}")]]
+    fast = [r for r in llm_script.requests if r.model == "fast"]
+    if folded is not None:
+        # The fold got every uncovered message the per-turn call does not see, q5 first.
+        block = fast[0].messages[1]["content"].split("\n\n")
+        assert block == [line for n in folded for line in (f"user: q{n}", f"assistant: a{n}")]
+    assert len(fast) == (2 if folded is not None else 1)
+    notes = await state.chat_notes_load(user_id=user.pk, chat_id=chat.pk)
+    assert notes.summary == "Summary after q40."
