@@ -76,6 +76,8 @@ def test_search_finds_a_word_of_an_old_chat_and_jumps_to_it(
 
     _search(page, "zurich").first.click()
     page.wait_for_selector("#chat-title:has-text('Travel plans')")
+    # The title shows before the chat's messages are read from IndexedDB and marked.
+    page.wait_for_selector(".msg-found")
     found = page.locator(".msg-found")
     assert found.count() == 1
     assert found.get_attribute("data-role") == "user"
