@@ -219,10 +219,35 @@ def _latin_look_alikes(text: str) -> str:
 class Revealed:
     """A text as a model reads it (``text``) and whether invisible characters hid
     letters in it (``hidden``: a tag-character or variation-selector payload, overridden
-    bidi text, or invisible characters removed)."""
+    bidi text, or invisible characters removed; ``smuggled``: one of those carried words,
+    see :func:`smuggled`)."""
 
     text: str
     hidden: bool
+    smuggled: bool = False
+
+
+# A hidden payload from this many words on is text smuggled past the reader: no
+# legitimate use of tag characters, selector runs or a bidi override carries sentences.
+SMUGGLED_MIN_WORDS = 3
+# Letters spelled out one by one with an invisible character after each (the "z​e​r​o"
+# trick): a joiner emoji has at most a handful of such links, a word carries many.
+_SPELLED_RE = re.compile("(?:[^\u200b-\u200d\u2060\ufeff][\u200b-\u200d\u2060\ufeff]){8,}")
+
+
+def smuggled(payloads: list[str], text: str) -> bool:
+    """Whether a hidden payload (decoded tag characters outside flags, selector bytes,
+    overridden text) has at least :data:`SMUGGLED_MIN_WORDS` words, or ``text`` spells
+    out at least eight Latin, Greek or Cyrillic letters with an invisible character after
+    each."""
+    for payload in payloads:
+        if len(re.findall(r"[^\W\d_]{2,}", payload)) >= SMUGGLED_MIN_WORDS:
+            return True
+    for match in _SPELLED_RE.finditer(text):
+        letters = [ch for ch in match.group(0)[::2] if ch.isalpha() and ord(ch) < 0x0590]
+        if len(letters) >= 8:
+            return True
+    return False
 
 
 def revealed_text(text: str) -> Revealed:
@@ -235,7 +260,13 @@ def revealed_text(text: str) -> Revealed:
     extra = "\n".join(part for part in hidden_parts if part)
     if extra:
         folded = f"{folded}\n{_latin_look_alikes(unicodedata.normalize('NFKC', extra))}"
-    return Revealed(text=folded, hidden=bool(extra) or dropped)
+    # A flag's own letters ("gbsct") are no payload; what precedes them in a tag run is.
+    carried = [_tag_payload(_FLAG_RE.sub("", text))[1], *hidden_parts[1:]] if extra else []
+    return Revealed(
+        text=folded,
+        hidden=bool(extra) or dropped,
+        smuggled=(bool(extra) or dropped) and smuggled(carried, text),
+    )
 
 
 # --- signals -------------------------------------------------------------------------------
@@ -256,7 +287,7 @@ _OVERRIDE_VERBS = (
 )
 _INSTRUCTION_NOUNS = (
     r"instructions?|rules|guidelines|prompts?|directions|directives|programming|restrictions"
-    r"|constraints|guardrails|system message|the above|everything above|anweisungen|anweisung"
+    r"|constraints|guardrails|guidance|system message|the above|everything above|anweisungen|anweisung"
     r"|regeln|vorgaben|instruktionen|befehle|einschränkungen|consignes|regles|directives"
     r"|restrictions|instrucciones|reglas|indicaciones|restricciones|lo anterior|istruzioni"
     r"|regole|indicazioni|restrizioni|instrucoes|regras|diretrizes|restricoes|instructies"
@@ -294,7 +325,9 @@ _REVEAL_VERBS = (
     r"|显示|透露|输出|보여"
 )
 _ROLE = (
-    r"\byou are now\b|\byou are no longer\b|\bfrom now on,? you\b|\bdeveloper mode\b"
+    # A new identity or mode for the reader, not "you are now subscribed".
+    r"\byou are now (an? |the |in |my |our |dan\b|free\b|unrestricted\b|jailbroken\b)|\byou are no longer\b|\bfrom now on,? you\b"
+    r"|\byou\b[^.!?\n]{0,30}\bdeveloper mode\b|\bdeveloper mode\b[^.!?\n]{0,30}\byou\b"
     r"|\bjailbreak\b|\bDAN\b|\bno (restrictions|limits|filters)\b|\bdu bist (jetzt|nun)\b"
     r"|\btu es maintenant\b|\bahora eres\b|\bora sei\b|\bagora você é\b|\bteraz jesteś\b"
     r"|\bтеперь ты\b|\bvanaf nu ben je\b"
@@ -310,7 +343,7 @@ _AI = (
     r" artificielle|asistente|modelo|inteligencia artificial|assistente|modello"
     r"|intelligenza artificiale|inteligência artificial|inteligencia artificial"
     r"|kunstmatige intelligentie|sztuczna inteligencja|ии|ші|модель|ассистент|нейросеть"
-    r"|искусственный интеллект|помощник"
+    r"|искусственный интеллект|помощник|modelu|modelowi|модели|моделі"
 )
 # A greeting or dedication opening words meant for the model ("Dear AI", "An die KI",
 # "À l'IA qui lit ceci"), in the languages of the signals.
@@ -378,13 +411,20 @@ _FROM_NOW_ON = (
 )
 _ADDRESS = (
     rf"\b(note|message|instructions?|attention|notice|reminder|hinweis|nachricht|anweisung"
-    rf"|instruction|nota|aviso|nuevas instrucciones|new instructions?|neue anweisung)\b"
+    rf"|instruction|nota|aviso|nuevas instrucciones|new instructions?|neue anweisung"
+    rf"|istruzion[ei]|consignes?|instrucci[oó]n|instru[cç][aã]o|instructie|instrukcja"
+    rf"|инструкция|указание|примечание)\b"
     rf"{_SENTENCE}{{0,12}}\b(to|for|an|für|pour|para|per|dla|для)\s+(the |den |das |die |l'|el |la |il |o |a )?"
     rf"({_AI})\b"
     rf"|\b({_AI})s?\b,?\s+(reading|processing|parsing|summari[sz]ing)\b"
     rf"|\b(dear|hey|attention|achtung)\s+({_AI})\b|\bany ({_AI}) (reading|that reads)\b"
-    rf"|(^|[.!?:\]\-]\s*)(assistant|assistente|asistente|ассистент|модель|assistant ia"
-    rf"|ki-assistent|ai model|ai)\s*[,:]"
+    # A reader called by name at a sentence's (or a string's) start: "Assistant, …".
+    rf"|(^|[.!?:(\[\]\-\"']\s*)(assistant|assistente|asistente|ассистент|модель|assistant ia"
+    rf"|ki-assistent|ai model|ai|assistent|asystent|asystencie|асистенте?|asistan|copilot|gemini"
+    rf"|claude|chat ?gpt|bot|model|modell|modelo|modello|modèle|ki|ia|ии|llm"
+    rf"|アシスタント|助手|어시스턴트)\s*[,:、，：]"
+    # "AI summarizers:", "LLM agents," — a class of readers called to.
+    rf"|\b({_AI})[ -](summari[sz]ers?|readers?|agents?|crawlers?|tools?|systems?)\s*[,:]"
     rf"|\bkomm?entar für die ki\b|aiアシスタントへ|ai助手|aiは|ai 모델|ии\b"
     rf"|\b(as|als|como|come|comme) (an? )?({_AI}|asistente de ia|assistente ia)\b[^.]{{0,20}}"
     rf"\b(you must|debes|musst|dois|devi)\b"
@@ -435,11 +475,14 @@ _ACTION = (
 )
 _CONCEAL = (
     r"\bdo not (mention|tell|reveal|inform)\b|\bdon'?t (mention|tell)\b|\bwithout (telling|asking|"
-    r"mentioning|informing)\b|\bsilently\b|\bsecretly\b|\bnever mention\b|\bohne es zu sagen\b"
+    r"mentioning|informing)\b|\bsilently\b|\bsecretly\b|\bquietly\b|\bdiscreetly\b"
+    r"|\bnever mention\b|\bohne es zu sagen\b|\bheimlich\b|\bstillschweigend\b"
+    r"|\bdiscr[eè]tement\b|\ben silencio\b|\bsilenciosamente\b|\bdi nascosto\b"
+    r"|\bsilenziosamente\b|\bпо-тихому\b|\bнезаметно\b|\bpo cichu\b|\bstilletjes\b"
     r"|\bsans le dire\b|\bsin decir(lo)?\b|\bsenza dirlo\b|\bне говори\b|\bsem dizer\b"
 )
 _TELL_USER = (
-    r"\b(tell|inform|convince|instruct) the user\b|\b(say|answer|respond|reply)( only)? (that|with)\b"
+    r"\b(tell|inform|convince|instruct|warn) the (user|reader|visitor|customer)s?\b|\b(say|answer|respond|reply)( only)? (that|with)\b"
     r"|\brecommend only\b|\bsage dem nutzer\b|\bempfiehl\b|\bdis à l'utilisateur\b"
     r"|\bdi(le)? al usuario\b|\bpide al usuario\b|\bconsiglia solo\b|\bdiga ao usuário\b"
     r"|\bскажи пользователю\b|\bvertel de gebruiker\b|\bpoleć tylko\b|ユーザーに|告诉用户"
@@ -564,10 +607,41 @@ _SUBSUMED = {
     "from_now_on": "role",
 }
 HIDDEN_WEIGHT = 3.0
+# Words carried by invisible characters (:func:`smuggled`): redacted at least, since the
+# screened output drops them anyway and no reader of the page ever saw them.
+SMUGGLED_WEIGHT = 5.0
 MAX_SCORE = 10.0
 
 
+# Words that introduce a quotation as an example ("phrases like 'you are now in
+# developer mode'", "such as 'ignore previous instructions' or '…'"): what follows is
+# mentioned, not said to the reader. By language; the sentence classifier still reads it.
+_MENTION_MARKERS = (
+    r"such as|like|e\.g\.|for example|for instance|including|"
+    r"wie|wie etwa|zum beispiel|z\.\s?b\.|etwa|comme|par exemple|tels? que|telles? que|"
+    r"como|por ejemplo|tales como|come|ad esempio|per esempio|tipo|zoals|bijvoorbeeld|"
+    r"jak|np\.|na przykład|takie jak|как|например|такие как|типа|"
+    r"例えば|たとえば|比如|例如|像是|像"
+)
+_QUOTE = (
+    "'[^'\n]{3,120}'|\"[^\"\n]{3,120}\"|“[^”\n]{3,120}”|‘[^’\n]{3,120}’"
+    "|«[^»\n]{3,120}»|„[^“”\n]{3,120}[“”]|「[^」\n]{3,120}」"
+)
+_MENTION_RE = re.compile(
+    rf"(?:(?<![^\W\d_])(?:{_MENTION_MARKERS}):?\s*)(?:{_QUOTE})"
+    rf"(?:\s*(?:,|/|or|and|oder|und|ou|et|o|y|e|of|en|lub|albo|или|и|或|や)\s*(?:{_QUOTE}))*",
+    re.IGNORECASE,
+)
+
+
+def mentions_removed(text: str) -> str:
+    """``text`` without quotations introduced as examples (:data:`_MENTION_MARKERS`:
+    "phrases like '…'", "such as '…' or '…'"): an article about injections quotes them."""
+    return _MENTION_RE.sub(" ", text)
+
+
 def _signals_in(text: str) -> list[str]:
+    text = mentions_removed(text)
     # Once, accent-free: "olvídate" and "olvidate" are one word to the patterns.
     folded = text if text.isascii() else _accents_folded(text)
     found = [s.name for s in SIGNALS if (s.folded or s.pattern).search(folded)]
@@ -576,19 +650,30 @@ def _signals_in(text: str) -> list[str]:
 
 def signals_found(text: str) -> tuple[str, ...]:
     """Names of the :data:`SIGNALS` in ``text`` as a model reads it, plus ``"hidden"``
-    when a signal is there only because invisible characters were decoded or removed."""
+    when a signal is there only because invisible characters were decoded or removed,
+    and ``"smuggled"`` when invisible characters carried words (:func:`smuggled`)."""
     revealed = revealed_text(text)
     found = _signals_in(revealed.text)
     if revealed.hidden and set(found) - set(_signals_in(text)):
         found.append("hidden")
+    if revealed.smuggled:
+        found.append("smuggled")
     return tuple(found)
 
 
+def signals_score(names: tuple[str, ...]) -> float:
+    """0-10: the sum of the weights of the signals ``names`` (``hidden`` weighs
+    :data:`HIDDEN_WEIGHT`, ``smuggled`` :data:`SMUGGLED_WEIGHT`), capped at 10."""
+    weights = {s.name: s.weight for s in SIGNALS} | {
+        "hidden": HIDDEN_WEIGHT,
+        "smuggled": SMUGGLED_WEIGHT,
+    }
+    return min(MAX_SCORE, sum(weights[name] for name in names))
+
+
 def injection_score(text: str) -> float:
-    """0-10: the sum of the weights of :func:`signals_found` (``hidden`` weighs
-    :data:`HIDDEN_WEIGHT`), capped at 10."""
-    weights = {s.name: s.weight for s in SIGNALS} | {"hidden": HIDDEN_WEIGHT}
-    return min(MAX_SCORE, sum(weights[name] for name in signals_found(text)))
+    """0-10: :func:`signals_score` of :func:`signals_found`."""
+    return signals_score(signals_found(text))
 
 
 def redact_phrases(text: str, replacement: str) -> str:

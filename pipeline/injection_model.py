@@ -42,10 +42,11 @@ MIN_SENTENCE_CHARS = 12
 L2_PENALTY = 1.0
 NEWTON_STEPS = 25
 
-# Sentence ends, line breaks (also escaped ones) and the marks of HTML comments and table
-# cells: an instruction is often a fragment between them.
+# Sentence ends (also before a closing quote), line breaks (also escaped ones) and the
+# marks of HTML comments and table cells: an instruction is often a fragment between them.
 _SPLIT_RE = re.compile(
-    r"(?<=[.!?\u3002\uff01\uff1f])\s+|[\u3002\uff01\uff1f]|\n+|\\n|<!--|-->|\|\s"
+    r"(?<=[.!?\u3002\uff01\uff1f])\s+|(?<=[.!?]['\"\u2019\u201d\u00bb\u300d])\s+"
+    r"|[\u3002\uff01\uff1f]|\n+|\\n|<!--|-->|\|\s"
 )
 
 

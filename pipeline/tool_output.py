@@ -10,7 +10,9 @@ such as the U+E0000 tag block) stripped from every string, then the whole output
 (:func:`pipeline.injection.injection_score`: hidden text decoded first, multilingual
 signals summed) and the sentence classifier's
 (:func:`pipeline.injection_model.injection_probability` mapped by
-:func:`sentence_score`, counted from :data:`SENTENCE_REDACT_PROBABILITY`): below
+:func:`sentence_score`, counted from :data:`SENTENCE_REDACT_PROBABILITY`; a less likely
+sentence, from :data:`SENTENCE_SUPPORT_PROBABILITY`, adds :data:`SENTENCE_SUPPORT_WEIGHT`
+to phrases that speak to the model, :data:`ADDRESSED_SIGNALS`): below
 :data:`INJECTION_REDACT` kept, from it up to below :data:`INJECTION_BLOCK` the matching
 phrases (or the flagged sentence) replaced by ``[redacted]``, from :data:`INJECTION_BLOCK`
 on the result (or error) withheld. The screened dict carries ``"screening": {"score",
@@ -28,7 +30,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pipeline import injection_model
-from pipeline.injection import injection_score, redact_phrases, revealed_text, strip_invisible
+from pipeline.injection import (
+    injection_score,
+    redact_phrases,
+    revealed_text,
+    signals_found,
+    signals_score,
+    strip_invisible,
+)
 
 INJECTION_BLOCK = 7.0
 INJECTION_REDACT = 5.0
@@ -37,6 +46,14 @@ INJECTION_REDACT = 5.0
 # Set on the dev, held and fresh splits of tests/data/preprocess/ (bench/preprocess_quality.py).
 SENTENCE_REDACT_PROBABILITY = 0.8
 SENTENCE_BLOCK_PROBABILITY = 0.9
+# Below SENTENCE_REDACT_PROBABILITY, a sentence at least this likely adds this much to the
+# score of a text whose phrases speak to the reading model (ADDRESSED_SIGNALS: an address
+# to the assistant, 4, becomes a redaction). Set on the dev, held and fresh splits.
+SENTENCE_SUPPORT_PROBABILITY = 0.6
+SENTENCE_SUPPORT_WEIGHT = 2.5
+ADDRESSED_SIGNALS = frozenset(
+    ["address", "summary_address", "tell_user", "ignore_user", "from_now_on", "role"]
+)
 WITHHELD = "[tool output withheld: it contained instructions aimed at the assistant]"
 REDACTED = "[redacted]"
 UNTRUSTED_NOTE = (
@@ -131,12 +148,21 @@ def screen_tool_output(output: Mapping[str, Any]) -> dict[str, Any]:
     screened: dict[str, Any] = _strings_mapped(original, strip_invisible)
     # Scored as written: what the tag characters smuggled counts (decoded) before it goes.
     scored = _scored_text(original)
-    score = injection_score(scored)
+    signals = signals_found(scored)
+    score = signals_score(signals)
     flagged = ""
     if score < INJECTION_BLOCK:
         verdict = injection_model.injection_probability(_sentence_text(original))
         if verdict.probability >= SENTENCE_REDACT_PROBABILITY:
             score = max(score, sentence_score(verdict.probability))
+            flagged = verdict.sentence
+        elif (
+            verdict.probability >= SENTENCE_SUPPORT_PROBABILITY
+            and not ADDRESSED_SIGNALS.isdisjoint(signals)
+        ):
+            # Two moderate, independent pieces of evidence (a phrase and a sentence that
+            # reads like an instruction to the model) add up.
+            score = min(10.0, score + SENTENCE_SUPPORT_WEIGHT)
             flagged = verdict.sentence
     action = injection_action(score)
     if action == "redacted":
