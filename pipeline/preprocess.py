@@ -56,7 +56,18 @@ _FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
 _INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
 _QUOTE_LINE_RE = re.compile(r"^\s*>.*$", re.MULTILINE)
 _URL_RE = re.compile(r"\b(?:https?://|www\.)\S+", re.IGNORECASE)
-_QUOTED_RE = re.compile(r"\"[^\"]{3,}\"|“[^”]{3,}”|«[^»]{3,}»|„[^“]{3,}“|「[^」]{3,}」|'[^']{24,}'")
+# Quotations in the styles of the supported languages: straight and curly double quotes,
+# the closing-quote pair of Swedish and Finnish, the low-high pairs of German, Polish,
+# Czech and Romanian, single curly quotes, guillemets both ways (French, Russian; German,
+# Danish), single guillemets, Japanese corner brackets and Chinese title marks, and a long
+# phrase in straight single quotes. Written as escapes: the marks look like others.
+_QUOTED_RE = re.compile(
+    '"[^"]{3,}"|\u201c[^\u201d]{3,}\u201d|\u201d[^\u201d]{3,}\u201d'
+    "|\u00ab[^\u00bb]{3,}\u00bb|\u00bb[^\u00ab]{3,}\u00ab"
+    "|\u201e[^\u201c\u201d]{3,}[\u201c\u201d]|\u201a[^\u2018]{3,}\u2018|\u2018[^\u2019]{2,}\u2019"
+    "|\u2039[^\u203a]{3,}\u203a|\u300c[^\u300d]{3,}\u300d|\u300e[^\u300f]{2,}\u300f"
+    "|\u300a[^\u300b]{2,}\u300b|'[^']{24,}'"
+)
 # A phrase in single quotes ("what does 'it's not my cup of tea' mean?"): opened by a quote
 # not inside or after a word ("what's", "aujourd'hui" open none), closed by one not
 # followed by a letter; apostrophes between letters inside it are part of it.
@@ -191,10 +202,12 @@ _SHORT_MESSAGES: dict[str, str] = {
     "fi": "kiitos|moi|hei|kyllä",
     "pl": "dziękuję|dzięki|cześć|dzień dobry|proszę|tak",
     "cs": "děkuji|díky|dobrý den|ahoj",
-    "tr": "teşekkürler|teşekkür ederim|sağol|merhaba|evet|hay\u0131r",
+    "tr": "teşekkürler|teşekkür ederim|sağol|sağ ol|merhaba|evet|hay\u0131r|tamam",
     "ru": "спасибо|большое спасибо|привет|здравствуйте|да|нет|пожалуйста|пока",
     "uk": "дякую|привіт|будь ласка|так|ні",
     "bg": "благодаря|здравей|моля",
+    "ro": "mulțumesc|mulțumesc frumos|mersi|bună ziua|noapte bună",
+    "hu": "köszönöm|köszönöm szépen|köszi|szia|igen|nem",
     "ja": "ありがとう|ありがとうございます|こんにちは|はい|いいえ|すみません",
     "zh": "谢谢|谢谢你|你好|好的|再见|是的",
 }
@@ -230,6 +243,8 @@ _QUOTE_QUESTIONS: dict[str, str] = {
     "tr": "ne demek|ne anlama geliyor|ne demektir|ne anlama gelir",
     "ru": "что значит|что означает|как сказать|как будет",
     "uk": "що означає|що значить|як сказати|як буде",
+    "ro": "ce înseamnă|ce inseamna|cum se spune",
+    "hu": "mit jelent|mit jelent az hogy|hogy mondják",
 }
 _SHORT_LANGUAGES = _phrase_languages(
     {
@@ -283,6 +298,9 @@ _TELLTALE_LETTERS: tuple[tuple[str, str], ...] = (
     ("ѓќѕ", "mk"),
     ("ٹڈڑںے", "ur"),  # before Persian: Urdu writes Persian's letters too
     ("پچژگکی", "fa"),
+    # Simplified characters and particles Japanese does not write (了 alone: 了解 is
+    # Japanese too).
+    ("吗呢吧么们这说没还对为谢个样什", "zh"),
 )
 
 
@@ -330,11 +348,13 @@ def _script_language(sample: str, fallback: str, *, shared: bool) -> str | None:
     if not shared:
         return None
     languages = _SCRIPT_LANGUAGES[script]
-    if _base(fallback) in languages:
-        return fallback
+    # A letter only one language of the script writes outweighs the chat's language
+    # ("明白了吗" in a Japanese chat, Ukrainian "\u0456" in a Russian one).
     for telltale, language in _TELLTALE_LETTERS:
         if language in languages and any(ch in telltale for ch in sample):
             return language
+    if _base(fallback) in languages:
+        return fallback
     return languages[0]
 
 
@@ -452,11 +472,21 @@ def _identified_language(sample: str, fallback: str) -> str | None:
         # Unsure: a text that is mostly another candidate's function words ("Explain
         # again" in a Spanish chat) is in that language; else the caller's fallback.
         base = _base(fallback)
+        worded = (_worded_language(sample) if short else None) or languages.close_pair_language(
+            sample, base
+        )
+        if worded != base:
+            return worded
         chosen = languages.function_word_language(sample, base, runners_up)
         return chosen if chosen != base else None
     writes_script = _script_language(sample, fallback, shared=True) in (None, fallback)
     if short and writes_script:
         base = _base(fallback)
+        # Words of one language only and none of the chat's ("Danke dir!", "Merci bien",
+        # "Tak for hjælpen" in a Norwegian chat) say more than a few letters' n-grams.
+        worded = _worded_language(sample) or languages.close_pair_language(sample, base)
+        if worded != base:
+            return worded
         fallback_probability = sum(
             float(p) for code, p in ranked if languages.supported(str(code)) == base
         )
@@ -464,6 +494,46 @@ def _identified_language(sample: str, fallback: str) -> str | None:
             return fallback
     language = languages.function_word_language(sample, language, runners_up)
     return languages.close_pair_language(sample, language)
+
+
+def _lexicon() -> dict[str, frozenset[str]]:
+    words: dict[str, set[str]] = {}
+    for language, phrases in _SHORT_MESSAGES.items():
+        single = (phrase for phrase in phrases.split("|") if " " not in phrase)
+        words.setdefault(language, set()).update(single)
+    return {language: frozenset(found) for language, found in words.items()}
+
+
+# Per language, its one-word short messages (lower case: "danke", "merci", "vale",
+# "tak"): a short text holding one says its language, whatever else it has ("Danke
+# dir!", "Merci bien"). Words of longer phrases ("go" of "go on") say too little.
+_LEXICON = _lexicon()
+_QUESTION_OPENINGS = tuple(
+    (phrase, language)
+    for language, phrases in _QUOTE_QUESTIONS.items()
+    for phrase in phrases.split("|")
+    if " " in phrase
+)
+
+
+def _worded_language(sample: str) -> str | None:
+    """The language of a short text by its words: the one whose one-word short messages
+    (:data:`_LEXICON`) it holds more of than any other's, else the one whose question about
+    quoted words it opens with ("vad betyder egentligen" once the quote is gone); None when
+    neither or several tie."""
+    tokens = re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", sample.casefold())
+    counts = {
+        language: sum(token in words for token in tokens) for language, words in _LEXICON.items()
+    }
+    best = max(counts.values(), default=0)
+    winners = [language for language, count in counts.items() if count == best]
+    if best and len(winners) == 1:
+        return winners[0]
+    opening = " ".join(tokens) + " "
+    found = {
+        language for phrase, language in _QUESTION_OPENINGS if opening.startswith(phrase + " ")
+    }
+    return found.pop() if len(found) == 1 else None
 
 
 # Names Django's LANG_INFO lacks for codes py3langid gives.

@@ -96,6 +96,21 @@ def test_each_preselected_tool_has_its_reason() -> None:
         # A Latin-letter sentence in a Japanese chat is not Japanese; a name keeps it.
         ("Convert 5 miles to km", "ja", "en"),
         ("iPhone 15", "ja", "ja"),
+        # A short text with a one-word short message of another language is in that one;
+        # close pairs by their own words; a letter only one language of a script writes.
+        ("Danke dir!", "en", "de"),
+        ("Merci bien !", "en", "fr"),
+        ("Tak for hjælpen!", "no", "da"),
+        ("Ďakujem pekne!", "cs", "sk"),
+        ("Благодаря ти!", "ru", "bg"),
+        ("Можеш скоротити цей текст?", "ru", "uk"),
+        ("你明白了吗？", "ja", "zh"),
+        # Quotation marks of every style are material, not the instruction.
+        ("Was bedeutet »the elephant in the room« genau?", "en", "de"),
+        ("Vad betyder ”take it with a grain of salt” egentligen?", "en", "sv"),
+        ("Co znaczy „break a leg” po angielsku?", "en", "pl"),
+        ("Cosa vuol dire ‘to beat around the bush’?", "en", "it"),
+        ("『The Catcher in the Rye』ってどんな話？", "en", "ja"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:
