@@ -99,22 +99,49 @@ class _RowShape:
 @functools.cache
 def _turn_chat_query() -> tuple[str, _RowShape, _RowShape]:
     """:func:`turn_chat_get`'s statement and its row's two model shapes. Only the models'
-    table and column names are formatted in; every value is a parameter."""
+    table and column names are formatted in; every value is a parameter. The columns are
+    named ``c0``, ``c1``, … in row order (the chat's, then its instance's), then
+    ``member_role`` and ``done_count``, so the statement can serve as a CTE
+    (``chats.services.turn_accept_read``)."""
     quote = connection.ops.quote_name
     chat, instance = _RowShape.of(Chat, "chat"), _RowShape.of(Instance, "instance")
     pk, instance_id = quote(str(Chat._meta.pk.column)), quote("instance_id")
+    columns = [f"{column} AS c{n}" for n, column in enumerate(chat.select() + instance.select())]
     sql = (
-        f"SELECT {', '.join(chat.select() + instance.select())},"  # noqa: S608
+        f"SELECT {', '.join(columns)},"  # noqa: S608
         f" (SELECT member.role FROM {_table(InstanceMember)} member"
-        f" WHERE member.instance_id = chat.{instance_id} AND member.user_id = %s LIMIT 1),"
+        f" WHERE member.instance_id = chat.{instance_id} AND member.user_id = %s LIMIT 1)"
+        " AS member_role,"
         f" (SELECT COUNT(*) FROM {_table(Message)} done"
-        f" WHERE done.chat_id = chat.{pk} AND done.status = %s)"
+        f" WHERE done.chat_id = chat.{pk} AND done.status = %s) AS done_count"
         f" FROM {_table(Chat)} chat"
         f" JOIN {_table(Instance)} instance"
         f" ON instance.{quote(str(Instance._meta.pk.column))} = chat.{instance_id}"
         f" WHERE chat.{pk} = %s AND chat.{quote('owner_id')} = %s"
     )
     return sql, chat, instance
+
+
+def turn_chat_statement(*, chat_id: str, user: Any) -> tuple[str, list[Any], str]:
+    """:func:`turn_chat_get`'s statement, its parameters, and the name of the column that
+    holds the chat's primary key (for a caller that runs it as a CTE and reads the row
+    back with :func:`turn_chat_row`)."""
+    sql, chat, _instance = _turn_chat_query()
+    pk_index = chat.attnames.index(str(Chat._meta.pk.attname))
+    return sql, [user.pk, MessageStatus.DONE, chat_id, user.pk], f"c{pk_index}"
+
+
+def turn_chat_row(row: Sequence[Any] | None) -> TurnChat | None:
+    """The :class:`TurnChat` of one row of :func:`turn_chat_statement` (``None``: none)."""
+    if row is None:
+        return None
+    _sql, chat_shape, instance_shape = _turn_chat_query()
+    split = len(chat_shape.attnames)
+    chat = chat_shape.build(row[:split])
+    instance = instance_shape.build(row[split:-2])
+    Chat._meta.get_field("instance").set_cached_value(chat, instance)
+    role, done = row[-2], row[-1]
+    return TurnChat(chat=chat, role=role, done_count=int(done))
 
 
 def turn_chat_get(*, chat_id: str, user: Any) -> TurnChat | None:
@@ -128,18 +155,10 @@ def turn_chat_get(*, chat_id: str, user: Any) -> TurnChat | None:
     (``Model.from_db`` after the same converters)."""
     if not chat_id or not getattr(user, "is_authenticated", False):
         return None
-    sql, chat_shape, instance_shape = _turn_chat_query()
+    sql, params, _pk = turn_chat_statement(chat_id=chat_id, user=user)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [user.pk, MessageStatus.DONE, chat_id, user.pk])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    split = len(chat_shape.attnames)
-    chat = chat_shape.build(row[:split])
-    instance = instance_shape.build(row[split:-2])
-    Chat._meta.get_field("instance").set_cached_value(chat, instance)
-    role, done = row[-2], row[-1]
-    return TurnChat(chat=chat, role=role, done_count=int(done))
+        cursor.execute(sql, params)
+        return turn_chat_row(cursor.fetchone())
 
 
 def chat_list_for_user(*, user: Any) -> QuerySet[Chat]:
@@ -181,7 +200,8 @@ NO_BRANCH = Branch(path=(), off_branch=frozenset())
 
 
 @functools.cache
-def _branch_sql() -> str:
+def branch_sql() -> str:
+    """The statement (one parameter: the chat's id) whose rows :func:`branch_of` walks."""
     quote = connection.ops.quote_name
     return (
         f"SELECT {quote('id')}, {quote('parent_id')}, {quote('status')}"  # noqa: S608
@@ -191,12 +211,19 @@ def _branch_sql() -> str:
 
 def message_branch(*, chat_id: str, message_id: str) -> Branch:
     """The :class:`Branch` of the question ``message_id`` (one query over the chat's
-    message ids and parents; a cycle, which the services never write, ends the walk)."""
+    message ids and parents)."""
     with connection.cursor() as cursor:
         # SQL, not values_list(): this runs on every turn's start (compiling the QuerySet
         # cost more than the statement itself).
-        cursor.execute(_branch_sql(), [chat_id])
-        rows = {pk: (parent, status) for pk, parent, status in cursor.fetchall()}
+        cursor.execute(branch_sql(), [chat_id])
+        return branch_of(cursor.fetchall(), message_id=message_id)
+
+
+def branch_of(found: Sequence[Sequence[Any]], *, message_id: str) -> Branch:
+    """The :class:`Branch` of the question ``message_id`` from the chat's ``(id,
+    parent_id, status)`` rows (:func:`branch_sql`); a cycle, which the services never
+    write, ends the walk."""
+    rows = {pk: (parent, status) for pk, parent, status in found}
     on_path: list[str] = []
     # A set beside the list keeps the walk linear in the chat's length (a long chat's
     # path holds every message; a membership test on the list made each turn quadratic).

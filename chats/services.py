@@ -26,13 +26,15 @@ import enum
 import functools
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import BinaryField, Case, F, Field, Value, When
 from django.utils import timezone
 
-from chats import cache
+from chats import cache, selectors
 from chats.models import (
     Chat,
     ChatMode,
@@ -595,6 +597,125 @@ def turn_accept(
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class AcceptRead:
+    """What :func:`turn_accept_read` found and wrote: ``found`` the chat as
+    ``chats.selectors.turn_chat_get`` returns it (``None``: not the user's chat; its
+    ``role`` ``None``: no longer a member; nothing was written in either case),
+    ``started`` whether the turn's two messages were written, and ``branch`` the
+    question's branch (``chats.selectors.NO_BRANCH`` for a chat with no done message or
+    a turn not started)."""
+
+    found: selectors.TurnChat | None
+    started: bool
+    branch: selectors.Branch
+
+
+def turn_accept_read(
+    *,
+    chat_id: str,
+    user: Any,
+    message_id: str,
+    assistant_message_id: str,
+    parent_id: str | Parent | None = Parent.NEWEST,
+) -> AcceptRead | None:
+    """A turn's start in one round trip: ``chats.selectors.turn_chat_get``'s read, the
+    write of :func:`turn_accept` when the user owns the chat and is a member of its
+    instance (and ``parent_id``, when it names a message, is an answer of the chat), and
+    the question's branch (``chats.selectors.message_branch``), sent as one query string:
+    one implicit transaction, one commit.
+
+    That commit is asynchronous (``synchronous_commit = off`` for this transaction, unless
+    ``settings.TURN_ACCEPT_SYNCHRONOUS_COMMIT``): it does not wait for the WAL to reach
+    the disk, a flush that cost 2.3 ms of every turn's start on these machines. The
+    turn's two ``pending`` messages become durable with the next synchronous commit of
+    the database (the turn's finish waits for the flush of all WAL before its own); a
+    database crash before that loses them, and the turn ends as one whose chat was
+    deleted meanwhile (PostgreSQL manual, "Asynchronous Commit").
+
+    Returns ``None`` when the statement wrote nothing for a reason it does not tell (the
+    ids are in use or sent before, the chat went away meanwhile, the parent is no answer):
+    the caller takes the stepwise path (``turn_chat_get``, :func:`turn_accept`), which
+    raises the precise error or reports the duplicate.
+    """
+    if not chat_id or not getattr(user, "is_authenticated", False):
+        return AcceptRead(found=None, started=False, branch=selectors.NO_BRANCH)
+    sql, params = _accept_read_sql(
+        chat_id=chat_id,
+        user=user,
+        message_id=message_id,
+        assistant_message_id=assistant_message_id,
+        parent_id=parent_id,
+    )
+    return _accept_read_run(sql, params, message_id=message_id)
+
+
+def _accept_read_run(sql: str, params: list[Any], *, message_id: str) -> AcceptRead | None:
+    """Send :func:`_accept_read_sql`'s statements and read their answer back, as
+    :func:`turn_accept_read` returns it."""
+    # Inside a caller's transaction its commit decides, and a savepoint keeps an id clash
+    # from aborting it.
+    inside = connection.in_atomic_block
+    synchronous = settings.TURN_ACCEPT_SYNCHRONOUS_COMMIT or inside
+    if not synchronous:
+        sql = f"SET LOCAL synchronous_commit = off; {sql}"
+    try:
+        with (
+            transaction.atomic() if inside else contextlib.nullcontext(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(sql, params)
+            if not synchronous:
+                cursor.nextset()
+            row = cursor.fetchone()
+            cursor.nextset()
+            rows = cursor.fetchall()
+    except IntegrityError:
+        return None
+    found = selectors.turn_chat_row(row[:-1] if row is not None else None)
+    if found is None or found.role is None:
+        return AcceptRead(found=found, started=False, branch=selectors.NO_BRANCH)
+    if not row or not row[-1]:
+        return None
+    branch = (
+        selectors.branch_of(rows, message_id=message_id)
+        if found.done_count
+        else selectors.NO_BRANCH
+    )
+    return AcceptRead(found=found, started=True, branch=branch)
+
+
+def _accept_read_sql(
+    *,
+    chat_id: str,
+    user: Any,
+    message_id: str,
+    assistant_message_id: str,
+    parent_id: str | Parent | None,
+) -> tuple[str, list[Any]]:
+    """:func:`turn_accept_read`'s two statements (the read and write, then the branch)
+    and their parameters."""
+    found_sql, params, pk_column = selectors.turn_chat_statement(chat_id=chat_id, user=user)
+    target = f"(SELECT {pk_column} FROM found WHERE member_role IS NOT NULL)"  # noqa: S608
+    target_params: list[Any] = []
+    if isinstance(parent_id, str):
+        target += _ANSWER_EXISTS
+        target_params += [parent_id, chat_id, MessageRole.ASSISTANT]
+    specs = [
+        (message_id, MessageRole.USER, parent_id),
+        (assistant_message_id, MessageRole.ASSISTANT, message_id),
+    ]
+    bump, insert, write_params = _turn_messages_sql(
+        chat_id=chat_id, specs=specs, target=(target, target_params)
+    )
+    sql = (
+        f"WITH found AS ({found_sql}), bumped AS ({bump}), written AS ({insert} RETURNING 1)"  # noqa: S608
+        " SELECT found.*, (SELECT COUNT(*) FROM written) FROM found;"
+        f" {selectors.branch_sql()}"
+    )
+    return sql, [*params, *write_params, chat_id]
+
+
 def _answer_check(*, chat_id: str, message_id: str) -> None:
     """Raise :class:`BadParent` unless ``message_id`` is an assistant message of the chat."""
     role = Message.objects.filter(pk=message_id, chat_id=chat_id).values_list("role", flat=True)
@@ -621,38 +742,61 @@ def _turn_messages_insert(
     Returns the rows inserted (0: the chat is gone). Raises ``IntegrityError`` when an
     id exists; nothing is written then.
     """
+    bump, insert, params = _turn_messages_sql(
+        chat_id=chat.pk, specs=specs, target=("%s", [chat.pk])
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH bumped AS ({bump}) {insert}", params)
+        return int(cursor.rowcount)
+
+
+def _turn_messages_sql(
+    *,
+    chat_id: str,
+    specs: Sequence[tuple[str, str, str | Parent | None]],
+    target: tuple[str, list[Any]],
+) -> tuple[str, str, list[Any]]:
+    """The two parts of :func:`_turn_messages_insert`'s statement and their parameters:
+    the chat's ``UPDATE … RETURNING version`` (of the chat whose key the SQL expression
+    ``target[0]`` gives, with parameters ``target[1]``; no row when it is NULL) and the
+    ``INSERT … SELECT … FROM bumped`` to put after ``WITH bumped AS (…)``."""
     now = timezone.now()
     quote = connection.ops.quote_name
     chat_fields = {f.name: f for f in Chat._meta.concrete_fields}
     chat_column = {name: quote(str(chat_fields[name].column)) for name in _CHAT_BUMPED}
     chat_pk = quote(str(Chat._meta.pk.column))
     fields = Message._meta.concrete_fields
-    params: list[Any] = [len(specs), len(specs), now, now, chat.pk]
-    table = quote(Message._meta.db_table)
+    params: list[Any] = [len(specs), len(specs), now, now, *target[1]]
     selects = [
-        _message_select(chat=chat, spec=spec, behind=len(specs) - 1 - number, params=params)
+        _message_select(chat_id=chat_id, spec=spec, behind=len(specs) - 1 - number, params=params)
         for number, spec in enumerate(specs)
     ]
     version, count = chat_column["version"], chat_column["message_count"]
-    sql = (
-        f"WITH bumped AS (UPDATE {quote(Chat._meta.db_table)} SET {version} = {version} + %s,"  # noqa: S608
+    bump = (
+        f"UPDATE {quote(Chat._meta.db_table)} SET {version} = {version} + %s,"  # noqa: S608
         f" {count} = {count} + %s, {chat_column['last_message_at']} = %s,"
-        f" {chat_column['updated_at']} = %s WHERE {chat_pk} = %s"
-        f" RETURNING {version} AS version)"
-        f" INSERT INTO {table}"
+        f" {chat_column['updated_at']} = %s WHERE {chat_pk} = {target[0]}"
+        f" RETURNING {version} AS version"
+    )
+    insert = (
+        f"INSERT INTO {quote(Message._meta.db_table)}"
         f" ({', '.join(quote(str(field.column)) for field in fields)})"
         f" {' UNION ALL '.join(selects)}"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return int(cursor.rowcount)
+    return bump, insert, params
 
 
+# The guard of :func:`turn_accept_read`'s write on a named parent (its id, the chat's, the
+# assistant role): the parent is an answer of the chat.
+_ANSWER_EXISTS = (
+    f" AND EXISTS (SELECT 1 FROM {connection.ops.quote_name(Message._meta.db_table)} answer"  # noqa: S608
+    " WHERE answer.id = %s AND answer.chat_id = %s AND answer.role = %s)"
+)
 _CHAT_BUMPED = ("version", "message_count", "last_message_at", "updated_at")
 
 
 def _message_select(
-    *, chat: Chat, spec: tuple[str, str, str | Parent | None], behind: int, params: list[Any]
+    *, chat_id: str, spec: tuple[str, str, str | Parent | None], behind: int, params: list[Any]
 ) -> str:
     """The ``SELECT … FROM bumped`` of one message of :func:`_turn_messages_insert`, its
     values appended to ``params``: ``chat_version`` is the bumped version minus
@@ -662,7 +806,7 @@ def _message_select(
     message_id, role, parent = spec
     message = Message(
         id=message_id,
-        chat_id=chat.pk,
+        chat_id=chat_id,
         role=role,
         status=MessageStatus.PENDING,
         parent_id=None if isinstance(parent, Parent) else parent,
@@ -679,7 +823,7 @@ def _message_select(
             continue
         if field.attname == "parent_id" and isinstance(parent, Parent):
             values.append(newest)
-            params.append(chat.pk)
+            params.append(chat_id)
             continue
         values.append(f"%s::{_db_type(field)}")
         params.append(field.get_db_prep_save(field.pre_save(message, True), connection))

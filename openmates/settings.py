@@ -133,6 +133,10 @@ if env_bool("DATABASE_POOL", default=True):
         "max_size": env_int("DATABASE_POOL_MAX_SIZE", default=16),
         "timeout": env_float("DATABASE_POOL_TIMEOUT_S", default=10.0),
     }
+# A turn's accept (chats.services.turn_accept_read) commits without waiting for the WAL
+# flush (2.3 ms of every turn's start here); its pending messages become durable with the
+# next synchronous commit, at the latest the turn's finish. True: wait for the flush.
+TURN_ACCEPT_SYNCHRONOUS_COMMIT = env_bool("TURN_ACCEPT_SYNCHRONOUS_COMMIT", default=False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: cache, sessions and the channel layer. ---

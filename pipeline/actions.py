@@ -255,7 +255,20 @@ def _turn_chat(*, chat_id: str, user: Any, message_id: str) -> TurnChat:
         FrameError: ``not_found`` for a chat that is not the user's; ``forbidden`` when
             the user is no longer a member of the chat's instance.
     """
-    found = turn_chat_get(chat_id=chat_id, user=user)
+    return _turn_chat_check(
+        turn_chat_get(chat_id=chat_id, user=user), chat_id=chat_id, message_id=message_id
+    )
+
+
+def _accepted_read(read: chat_services.AcceptRead, *, chat_id: str, message_id: str) -> _Accepted:
+    """The :class:`_Accepted` of ``chats.services.turn_accept_read``'s answer, or the
+    frame's error when it refused the turn."""
+    found = _turn_chat_check(read.found, chat_id=chat_id, message_id=message_id)
+    return _Accepted(found.chat, str(found.role), read.started, found.done_count, read.branch)
+
+
+def _turn_chat_check(found: TurnChat | None, *, chat_id: str, message_id: str) -> TurnChat:
+    """``found`` when the user may start a turn in it; else the frame's error."""
     if found is None:
         raise FrameError(ErrorCode.NOT_FOUND, "No such chat.", chat_id=chat_id)
     if found.role is None:
@@ -275,10 +288,13 @@ def _accept(
     parent_id: str | chat_services.Parent | None = chat_services.Parent.NEWEST,
     file_embed_ids: tuple[str, ...] = (),
 ) -> _Accepted:
-    """One sync call, so one thread hop for a turn's start: the chat with the user's role
-    and its done count (``chats.selectors.turn_chat_get``, one query), then the turn's
-    first write (``chats.services.turn_accept`` after ``parent_id``, with the embeds of
-    the message's files in the same transaction, or ``turn_retry`` for a retry).
+    """One sync call, so one thread hop for a turn's start. A new message without files
+    takes one round trip (``chats.services.turn_accept_read``: the chat, the write, the
+    branch); otherwise, or when that could not tell why it wrote nothing, the steps one
+    by one: the chat with the user's role and its done count
+    (``chats.selectors.turn_chat_get``), then the turn's first write
+    (``chats.services.turn_accept`` after ``parent_id``, with the embeds of the message's
+    files in the same transaction, or ``turn_retry`` for a retry), then the branch.
 
     Raises:
         FrameError: ``not_found`` for a chat that is not the user's; ``forbidden`` when
@@ -286,11 +302,57 @@ def _accept(
             write); ``not_found``, ``conflict`` or ``invalid_frame`` for the message id
             or the parent.
     """
+    if not retry and not file_embed_ids:
+        read = chat_services.turn_accept_read(
+            chat_id=chat_id,
+            user=user,
+            message_id=message_id,
+            assistant_message_id=assistant_message_id,
+            parent_id=parent_id,
+        )
+        if read is not None:
+            return _accepted_read(read, chat_id=chat_id, message_id=message_id)
     found = _turn_chat(chat_id=chat_id, user=user, message_id=message_id)
     chat, role = found.chat, str(found.role)
     if retry:
         _reopen(chat=chat, message_id=message_id, assistant_message_id=assistant_message_id)
         return _Accepted(chat, role, True, found.done_count)
+    started = _write_accept(
+        chat=chat,
+        user=user,
+        message_id=message_id,
+        assistant_message_id=assistant_message_id,
+        parent_id=parent_id,
+        file_embed_ids=file_embed_ids,
+    )
+    # The new messages are pending: the count read before them still holds. The branch
+    # is read here, on the same thread and connection, rather than by the turn.
+    branch = None
+    if started:
+        branch = (
+            message_branch(chat_id=chat.pk, message_id=message_id)
+            if found.done_count
+            else NO_BRANCH
+        )
+    return _Accepted(chat, role, started, found.done_count, branch)
+
+
+def _write_accept(
+    *,
+    chat: Chat,
+    user: Any,
+    message_id: str,
+    assistant_message_id: str,
+    parent_id: str | chat_services.Parent | None,
+    file_embed_ids: tuple[str, ...],
+) -> bool:
+    """:func:`_accept`'s write step by step (``chats.services.turn_accept``, then the
+    embeds of the message's files, in one transaction); whether the turn started.
+
+    Raises:
+        FrameError: ``not_found``, ``conflict`` or ``invalid_frame`` for the chat, the
+            message id or the parent.
+    """
     try:
         with transaction.atomic() if file_embed_ids else contextlib.nullcontext():
             started = chat_services.turn_accept(
@@ -315,16 +377,7 @@ def _accept(
         ) from None
     except chat_services.IdInUse as in_use:
         raise _id_in_use(in_use, message_id=message_id) from None
-    # The new messages are pending: the count read before them still holds. The branch
-    # is read here, on the same thread and connection, rather than by the turn.
-    branch = None
-    if started:
-        branch = (
-            message_branch(chat_id=chat.pk, message_id=message_id)
-            if found.done_count
-            else NO_BRANCH
-        )
-    return _Accepted(chat, role, started, found.done_count, branch)
+    return started
 
 
 @dataclass(frozen=True, slots=True)
