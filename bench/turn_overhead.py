@@ -77,7 +77,22 @@ SERVER_APP = "openmates.asgi:application"
 # Same Daphne flags, same clients, same frames; no pipeline (bench/floor_asgi.py).
 FLOOR_APP = "bench.floor_asgi:application"
 TRACE_APP = "bench.trace_asgi:application"
-FOLLOW_UP_QUESTION = "And a follow-up question tokens=3"
+# Follow-up questions, each sent with its sample's number so that no two are the same
+# text (a repeated text would find its sentence vectors and language cached, which a
+# user's next message never does); "tokens=3" is the instant model's directive.
+FOLLOW_UP_QUESTIONS = (
+    "And how would that change if the budget were halved?",
+    "Could you give me a shorter version of that?",
+    "Was bedeutet das für ein kleines Team?",
+    "What are the risks of doing it that way?",
+    "Et si on commençait plutôt par la deuxième étape ?",
+    "Which of those options would you pick, and why?",
+)
+
+
+def follow_up_question(number: int) -> str:
+    """The ``number``-th follow-up question of the bench (a text no earlier one had)."""
+    return f"{FOLLOW_UP_QUESTIONS[number % len(FOLLOW_UP_QUESTIONS)]} ({number}) tokens=3"
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -335,8 +350,8 @@ async def _follow_up_overhead(
     """Follow-up turns and bare LiteLLM streams, alternating: ``(turn ms, LiteLLM ms)``."""
     await client.turn_ok("Hello there tokens=3")  # makes every later message a follow-up
     latencies, bare = [], []
-    for _ in range(samples + 10):
-        outcome = await client.turn_ok(FOLLOW_UP_QUESTION)
+    for number in range(samples + 10):
+        outcome = await client.turn_ok(follow_up_question(number))
         latencies.append(outcome.first * 1000)
         # The same request the turn made (system prompt, the chat's history, question).
         messages = await _last_messages(api_base)
@@ -427,8 +442,8 @@ def _say(text: str) -> None:
 async def _cpu_per_turn(client: Client, turns: int, meter: CpuMeter) -> float:
     """CPU ms the server spends per follow-up turn, ``turns`` of them one after another."""
     meter.start()
-    for _ in range(turns):
-        await client.turn_ok(FOLLOW_UP_QUESTION)
+    for number in range(turns):
+        await client.turn_ok(follow_up_question(100_000 + number))
     return meter.stop() * 1000 / turns
 
 

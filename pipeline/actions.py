@@ -483,8 +483,13 @@ async def _turn_start(
     parent: str | chat_services.Parent | None = chat_services.Parent.NEWEST
     if frame is not None and frame.parent_given:
         parent = frame.parent_id
-    # The turn's Redis reads run while the accept call writes (the user's own keys only).
-    early = early_reads_start(user_id=socket.user.pk, chat_id=chat_id) if not retry else None
+    # The turn's Redis reads and the message's vectors run while the accept call writes
+    # (the user's own keys only).
+    early = (
+        early_reads_start(user_id=socket.user.pk, chat_id=chat_id, content=content)
+        if not retry
+        else None
+    )
     try:
         accepted = await db_call(
             _accept,

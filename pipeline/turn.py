@@ -105,23 +105,30 @@ class TurnRequest:
     early: EarlyReads | None = None
 
 
-def early_reads_start(*, user_id: int, chat_id: str) -> EarlyReads:
+def early_reads_start(*, user_id: int, chat_id: str, content: str | None = None) -> EarlyReads:
     """Start a turn's Redis reads before its accept call returns: the newest
-    ``HISTORY_WINDOW_ENTRIES`` of the chat's AI cache and its notes. The keys are the
-    user's own (``chat_id`` as the client sent it: a chat that is not theirs has none),
-    so nothing is read that the user may not see. Hand the task to the turn
-    (``TurnRequest.early``) or to :func:`early_reads_drop`."""
+    ``HISTORY_WINDOW_ENTRIES`` of the chat's AI cache and its notes, and, given the
+    message's ``content``, its sentence vectors (``preprocess.tool_vectors_prefetch``, in
+    a thread: a new message's embedding takes milliseconds, which then pass while the
+    accept is in PostgreSQL). The keys are the user's own (``chat_id`` as the client sent
+    it: a chat that is not theirs has none), so nothing is read that the user may not
+    see. Hand the task to the turn (``TurnRequest.early``) or to :func:`early_reads_drop`."""
 
     async def read() -> tuple[chat_cache.CachedHistory, state.ChatNotes]:
-        cached, notes = await asyncio.gather(
+        cached, notes, _ = await asyncio.gather(
             chat_cache.ai_history_read(
                 user_id=user_id, chat_id=chat_id, newest=HISTORY_WINDOW_ENTRIES
             ),
             state.chat_notes_load(user_id=user_id, chat_id=chat_id),
+            asyncio.to_thread(pre.tool_vectors_prefetch, content) if content else _nothing(),
         )
         return cached, notes
 
     return asyncio.ensure_future(read())
+
+
+async def _nothing() -> None:
+    return None
 
 
 def early_reads_drop(early: EarlyReads | None) -> None:
@@ -356,10 +363,15 @@ async def _answer(
     from the prompt, with a first message's title arriving beside it."""
     chat = request.chat
     _kept_start(request, progress)
-    # The instance context and the message's vectors load while the history does.
+    # The instance context and the message's vectors load while the history does (the
+    # vectors were started with the early reads, unless the turn waited in the queue,
+    # whose reads are made again).
+    vectors_early = request.early is not None and not control.queued
     side = asyncio.gather(
         instance_context_get(request.instance),
-        asyncio.to_thread(pre.tool_vectors_prefetch, request.content),
+        _nothing()
+        if vectors_early
+        else asyncio.to_thread(pre.tool_vectors_prefetch, request.content),
     )
     try:
         async for event in _load_history(request, control, progress):

@@ -39,8 +39,18 @@ async def _row(message_id: str) -> Message:
 
 
 async def test_second_message_is_queued_and_answered_after_the_first(
-    ws_client, chat, user, llm_script
+    ws_client, chat, user, llm_script, monkeypatch
 ):
+    from pipeline import preprocess
+
+    embedded: list[str] = []
+    prefetch = preprocess.tool_vectors_prefetch
+
+    def spy(content: str) -> None:
+        embedded.append(content)
+        prefetch(content)
+
+    monkeypatch.setattr(preprocess, "tool_vectors_prefetch", spy)
     _first_message_script(llm_script, {"text": SLOW_PIECES, "delay_s": 0.01})
     llm_script.reply(text="second answer", model="standard")
     llm_script.reply(text=POST, model="fast")
@@ -76,6 +86,9 @@ async def test_second_message_is_queued_and_answered_after_the_first(
         {"role": "assistant", "content": "".join(SLOW_PIECES)},
         {"role": "user", "content": "Tell me more about it"},
     ]
+    # Each message's vectors were made beside its accept; the queued turn's again when
+    # its reads were made again (an instant lookup: they are cached by then).
+    assert embedded == ["Tell me a story", "Tell me more about it", "Tell me more about it"]
 
 
 async def test_cancel_mid_stream_stops_the_turn(ws_client, chat, user, llm_script):
