@@ -204,7 +204,8 @@ def test_legitimate_invisible_characters_and_words_are_kept(text: str) -> None:
 
 def test_zero_width_inside_latin_words_goes_and_hidden_counts_only_with_a_signal() -> None:
     assert injection.strip_invisible("ig\u200dnore") == "ignore"
-    assert injection.signals_found("Opening hours" + TAG) == ("override", "hidden")
+    # Words carried by tag characters are smuggled too.
+    assert injection.signals_found("Opening hours" + TAG) == ("override", "hidden", "smuggled")
     benign = "".join(chr(0xE0000 + ord(ch)) for ch in "hello")
     assert injection.signals_found("Opening hours" + benign) == ()
 
