@@ -43,6 +43,9 @@ __all__ = ["strip_invisible"]
 # chat page's tier picker offers too.
 TIERS_BY_ROLE = InstanceMember.TIERS_BY_ROLE
 MAX_TOOLS = 5
+# A question that reads like a memory save is a lookup when the lookup's regression gives
+# it at least this (and more than the save's): set on the dev, held and fresh splits.
+MEMORY_QUESTION_PROBABILITY = 0.3
 HARMFUL_REJECT = 7.0
 MISUSE_REJECT = 8.0
 HEURISTIC_FIRES = 4.0
@@ -711,6 +714,21 @@ def preselect_tools(
     )
 
 
+def _memory_question(subject: str, *, semantic: bool) -> str | None:
+    """For a question that reads like a memory save ("Remember that I told you my vet's
+    name? What was it?"), whether it is a lookup: ``"instead"`` of the save when the
+    tools' regressions say so (at least :data:`MEMORY_QUESTION_PROBABILITY` and more than
+    the save's), ``"also"`` without them, None when it stays a save ("remember my rent;
+    what is it a year?")."""
+    likely = tool_match.tool_probabilities(subject) if semantic else None
+    if likely is None:
+        return "also"
+    search = likely.get("memory_search", 0.0)
+    if search >= max(MEMORY_QUESTION_PROBABILITY, likely.get("memory_save", 0.0)):
+        return "instead"
+    return None
+
+
 def tool_choices(
     text: str,
     candidates: Sequence[ToolCandidate],
@@ -748,9 +766,11 @@ def tool_choices(
     for choice in tool_match.tools_by_meaning(subject, profiles, chosen=chosen, embed=semantic):
         add(choice.name, choice.reason)
     if "memory_save" in chosen and subject.rstrip().endswith(("?", "\uff1f")):
-        # "Remember that I told you my vet's name? What was it?": a question about what
-        # was saved reads like a request to save.
-        add("memory_search", "a question about what the user said")
+        lookup = _memory_question(subject, semantic=semantic)
+        if lookup == "instead":
+            del chosen["memory_save"]
+        if lookup:
+            add("memory_search", "a question about what the user said")
     message_terms = _terms(subject)
     for c in candidates:
         shared = message_terms & _description_terms(

@@ -10,14 +10,19 @@ descriptions and against a "no tool" class (:data:`NO_TOOL_EXAMPLES` and every t
 ``counter_examples``) — a nearest-neighbour intent classifier with an out-of-scope class.
 A tool is chosen when its nearest example's cosine is at least
 :data:`EMBEDDING_MIN_COSINE` and :data:`EMBEDDING_MARGIN` above both the best other
-tool's (every registered tool competes, enabled or not) and the no-tool class's.
+tool's (every registered tool competes, enabled or not) and the no-tool class's, and the
+tool's one-vs-rest logistic regression over the same vectors (its examples against all
+other texts; :func:`pipeline.injection_model.logistic_fit`) gives the message at least
+:data:`CLASSIFIER_MIN_PROBABILITY`: the nearest neighbour is swayed by a shared name ("…
+in Krakow"), the regression by the words that decide.
 Without the model's vectors (while it loads, or without the package), the
 character-trigram cosine (:func:`trigram_cosine`, script-independent) to the nearest
 example, at least :data:`TRIGRAM_MIN_COSINE`, stands in.
 
-The examples' vectors are computed once (:func:`warm_up` at start-up, or in a background
-thread the first time a message needs them: until then similarity is by trigrams alone,
-so a cold model never delays a turn); a message is embedded once (a small LRU cache keeps
+The examples' vectors and the regressions are computed once (:func:`warm_up` at
+start-up, or in a background thread the first time a message needs them: until then
+similarity is by trigrams alone, and by the nearest example alone, so a cold model never
+delays a turn); a message is embedded once (a small LRU cache keeps
 the last vectors, so a message preselected twice costs one embedding).
 """
 
@@ -29,7 +34,8 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -43,16 +49,24 @@ logger = logging.getLogger(__name__)
 # (bench/preprocess_quality.py prints recall and precision for every split).
 EMBEDDING_MIN_COSINE = 0.35
 EMBEDDING_MARGIN = 0.0
+# A tool the nearest example chose must also be at least this likely to the tool's
+# one-vs-rest logistic regression over the same vectors (its examples against every other
+# tool's and the no-tool class): the nearest neighbour follows names ("… in Krakow"), the
+# regression the words that decide. Low on purpose: a veto, not a second classifier.
+CLASSIFIER_MIN_PROBABILITY = 0.1
+CLASSIFIER_PENALTY = 1.0
 TRIGRAM_MIN_COSINE = 0.7
 # Off: preselection by triggers and trigrams only (a switch for measuring).
 USE_EMBEDDINGS = True
 MESSAGE_CACHE_SIZE = 256
 STACK_CACHE_SIZE = 64
+MODEL_CACHE_SIZE = 8
 # The embedding sees at most this much of a message: requests are short, and the model's
 # cost grows with the length.
 EMBED_MAX_CHARS = 300
 
-# Requests that need no tool, in the languages the model knows best: with the tools'
+# Requests that need no tool, in the languages the model knows best (and more, one a line,
+# in pipeline/no_tool_requests.txt): with the tools'
 # ``counter_examples`` they are the "no tool" class a message must be further from than
 # from a tool's examples (chat, writing, explaining, coding, advice, opinions).
 NO_TOOL_EXAMPLES = (
@@ -125,6 +139,13 @@ NO_TOOL_EXAMPLES = (
     "Hoe maak ik pannenkoeken?",
     "Jak nauczyć się programować?",
     "怎么向孩子解释分数？",  # noqa: RUF001 (Chinese punctuation)
+    *(
+        line.strip()
+        for line in (Path(__file__).with_name("no_tool_requests.txt"))
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.strip() and not line.startswith("#")
+    ),
 )
 
 
@@ -218,6 +239,9 @@ class _Vectors:
         # every message.
         self._stacks: OrderedDict[tuple[str, ...], Any] = OrderedDict()
         self._warming: threading.Thread | None = None
+        # Per stack of texts, the tools' logistic regressions (name -> weights, bias last).
+        self._models: dict[frozenset[tuple[str, str]], dict[str, Any]] = {}
+        self._training: threading.Thread | None = None
         self.available = True
 
     def _embed(self, texts: list[str]) -> list[Any] | None:
@@ -275,6 +299,56 @@ class _Vectors:
             )
             self._warming.start()
 
+    def models(
+        self, texts: tuple[str, ...], labels: tuple[str, ...], matrix: Any, *, wait: bool
+    ) -> dict[str, Any] | None:
+        """The one-vs-rest logistic regressions (tool name -> weights, bias last) over the
+        rows of ``matrix`` (the vectors of ``texts``, each labelled with its tool's name or
+        "" for the no-tool class); None while they are trained in a background thread
+        (``wait=False``)."""
+        # The same labelled texts in another order (another instance's enabled tools
+        # first) share one model.
+        key = frozenset(zip(labels, texts, strict=True))
+        with self._lock:
+            found = self._models.get(key)
+            if found is not None or (not wait and self._training_alive()):
+                return found
+            if not wait:
+                self._training = threading.Thread(
+                    target=self._train,
+                    args=(key, labels, matrix),
+                    name="tool-models",
+                    daemon=True,
+                )
+                self._training.start()
+                return None
+        return self._train(key, labels, matrix)
+
+    def _training_alive(self) -> bool:
+        return self._training is not None and self._training.is_alive()
+
+    def _train(
+        self, key: frozenset[tuple[str, str]], labels: tuple[str, ...], matrix: Any
+    ) -> dict[str, Any]:
+        import numpy as np
+
+        from pipeline.injection_model import logistic_fit
+
+        features = np.asarray(matrix, dtype=np.float64)
+        models = {
+            name: logistic_fit(
+                features,
+                np.array([label == name for label in labels], dtype=np.float64),
+                penalty=CLASSIFIER_PENALTY,
+            )
+            for name in dict.fromkeys(label for label in labels if label)
+        }
+        with self._lock:
+            self._models[key] = models
+            while len(self._models) > MODEL_CACHE_SIZE:
+                self._models.pop(next(iter(self._models)))
+        return models
+
     def of_message(self, text: str) -> Any | None:
         """The vector of a message (first :data:`EMBED_MAX_CHARS` characters)."""
         return self.of_messages([text])[0]
@@ -324,17 +398,25 @@ def warm_up(profiles: Iterable[ToolProfile] = ()) -> None:
     """Load the embedding model and embed the registered tools' examples and the no-tool
     class now (about a second) instead of on the first message."""
     chosen = list(profiles) or [tool_profile(t.name, t.description) for t in all_tools()]
-    _vectors.of_texts([*(t for p in chosen for t in p.texts), *_no_tool_texts(chosen)])
+    no_tool = _no_tool_texts(chosen)
+    texts = (*(t for p in chosen for t in p.texts), *no_tool)
+    matrix = _vectors.of_texts(texts)
+    if matrix is not None:
+        labels = (*(p.name for p in chosen for _ in p.texts), *("" for _ in no_tool))
+        _vectors.models(texts, labels, matrix, wait=True)
     _vectors.of_message("warm up")
 
 
 @dataclass(frozen=True, slots=True)
 class Similarity:
     """Cosines of one message: to each tool's nearest example (``tools``: name → cosine)
-    and to the nearest no-tool example (``no_tool``; -1.0 when there is none)."""
+    and to the nearest no-tool example (``no_tool``; -1.0 when there is none); and each
+    tool's probability by its logistic regression (``likely``: name → 0-1; empty while
+    the regressions are trained)."""
 
     tools: dict[str, float]
     no_tool: float
+    likely: dict[str, float] = field(default_factory=dict)
 
 
 def _embedding_scores(text: str, profiles: Sequence[ToolProfile]) -> Similarity | None:
@@ -362,7 +444,21 @@ def _embedding_scores(text: str, profiles: Sequence[ToolProfile]) -> Similarity 
         end = start + len(profile.texts)
         tools[profile.name] = float(cosines[start:end].max())
         start = end
-    return Similarity(tools, float(cosines[start:].max()) if no_tool else -1.0)
+    labels = (*(p.name for p in profiles for _ in p.texts), *("" for _ in no_tool))
+    models = _vectors.models(tuple(texts), labels, matrix, wait=False)
+    likely = {name: _probability(w, vector) for name, w in (models or {}).items()}
+    return Similarity(tools, float(cosines[start:].max()) if no_tool else -1.0, likely)
+
+
+def _probability(weights: Any, vector: Any) -> float:
+    return float(1.0 / (1.0 + math.exp(-float(vector @ weights[:-1] + weights[-1]))))
+
+
+def tool_probabilities(text: str) -> dict[str, float] | None:
+    """Each registered tool's probability (0-1) for ``text`` by its logistic regression;
+    None without the model's vectors or while the regressions are trained."""
+    embedded = _embedding_scores(text, [])
+    return embedded.likely if embedded is not None and embedded.likely else None
 
 
 # --- the choice -----------------------------------------------------------------------------
@@ -393,13 +489,21 @@ def _similarity_reason(
     floor: float | None = None,
 ) -> str | None:
     if embedded is not None:
+        # A clause (``floor`` given) is a fragment: its nearest example is often a near
+        # miss, so the regression must be surer of it than of a whole message.
+        needed = CLASSIFIER_MIN_PROBABILITY if floor is None else CLAUSE_MIN_PROBABILITY
         floor = EMBEDDING_MIN_COSINE if floor is None else floor
         cosine = embedded.tools[profile.name]
         rival = max(
             [score for name, score in embedded.tools.items() if name != profile.name],
             default=-1.0,
         )
-        if cosine >= floor and cosine - max(rival, embedded.no_tool) >= (EMBEDDING_MARGIN):
+        likely = embedded.likely.get(profile.name, 1.0)
+        if (
+            cosine >= floor
+            and cosine - max(rival, embedded.no_tool) >= EMBEDDING_MARGIN
+            and likely >= needed
+        ):
             return f"similar to an example ({cosine:.2f}; no tool {embedded.no_tool:.2f})"
         return None
     norm = trigram_norm(grams)
@@ -430,6 +534,7 @@ MIN_CLAUSE_WORDS = 2
 # than a whole message: a fragment's nearest example is often a near miss.
 CLAUSE_MIN_WORDS = 3
 CLAUSE_MIN_COSINE = 0.4
+CLAUSE_MIN_PROBABILITY = 0.15
 
 
 def clauses(text: str) -> list[str]:

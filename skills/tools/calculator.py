@@ -122,6 +122,22 @@ EXAMPLES = (
     "Als ik 15% korting krijg op 240 euro, wat betaal ik dan?",
     "Ile wyjdzie 1250 zł po odjęciu 23% podatku?",
     "每个月存800元，两年一共存多少？",
+    "What's 15 percent off 80 dollars?",
+    "Split 245 euros between 7 people",
+    "Multiply 36 by 48",
+    "Was ergibt 1.250 minus 17 Prozent?",
+    "Teile 960 durch 24",
+    "Combien font 7 fois 86 ?",
+    "¿Cuánto es 18 por 37?",
+    "Quanto fa 1.200 diviso 16?",
+    "Сколько будет 125 умножить на 16?",
+    "84の3倍はいくつ？",
+    "Quanto é 15% de 640?",
+    "Hoeveel is 348 gedeeld door 12?",
+    "Ile to jest 45 razy 28?",
+    "128乘以45是多少？",
+    "36 곱하기 48은?",
+    "240'ın yüzde 15'i kaç?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -142,6 +158,17 @@ COUNTER_EXAMPLES = (
     "Что такое квадратный корень?",
     "微分って何？",
     "Help my son understand long division, no answers please",
+    "Why is pi an irrational number?",
+    "Explain long multiplication step by step in general",
+    "Warum ist null mal unendlich nicht definiert?",
+    "Qu'est-ce qu'un nombre premier ?",
+    "¿Qué es un logaritmo?",
+    "Cos'è un numero primo?",
+    "Что такое логарифм?",
+    "素数ってなに？",
+    "O que é um número primo?",
+    "Wat is een priemgetal?",
+    "什么是质数？",
 )
 _OPERATOR_WORDS = (
     r"times|multiplied by|divided by|plus|minus|over|mal|geteilt durch|durch|fois|divisé par"

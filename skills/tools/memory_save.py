@@ -99,6 +99,28 @@ EXAMPLES = (
     "A proposito, sono celiaco, ricordatelo",
     "Кстати, я не ем мясо, запомни это",
     "ちなみに私はベジタリアンです。覚えておいてね",
+    "Can you keep in mind that my sister is allergic to shellfish?",
+    "Store this for later: my car is a blue Golf, plate ends in 42",
+    "Make a note that my passport expires in June",
+    "Save that my dentist is Dr. Okafor on Mill Road",
+    "Kannst du dir notieren, dass mein Sohn freitags Schwimmen hat?",
+    "Behalte bitte im Kopf, dass ich kein Gluten vertrage",
+    "Tu peux garder en tête que ma fille fait du judo le mercredi ?",
+    "Enregistre que mon vol pour Lisbonne part le 3 juin",
+    "¿Puedes guardar que mi pasaporte caduca en junio?",
+    "Toma nota de que mi hija tiene natación los martes",
+    "Puoi tenere a mente che mio figlio ha calcio il giovedì?",
+    "Salva che la mia targa è AB123CD",
+    "Можешь запомнить, что у дочки танцы по средам?",
+    "Сохрани, что мой паспорт действует до июня",
+    "息子は水曜日にサッカーがあるって覚えておいてくれる？",
+    "パスポートの期限は6月だとメモしておいて",
+    "Pode guardar que meu passaporte vence em junho?",
+    "Onthoud even dat mijn dochter woensdag zwemles heeft",
+    "Zanotuj, że mój paszport wygasa w czerwcu",
+    "帮我记住我儿子每周三有足球课",
+    "내 여권이 6월에 만료된다고 기억해 줘",
+    "Pasaportumun haziranda dolduğunu not et",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -110,6 +132,16 @@ COUNTER_EXAMPLES = (
     "No recuerdo la letra de esa canción",
     "Я никак не могу запомнить английские слова",
     "覚えるのが苦手です、コツはある？",
+    "How do I save a file in Word?",
+    "Remind me what photosynthesis is",
+    "Wie speichere ich ein Dokument als PDF?",
+    "Comment enregistrer une vidéo sur mon téléphone ?",
+    "¿Cómo guardo una contraseña de forma segura?",
+    "Come si salva un file in Excel?",
+    "Как сохранить фото с сайта?",
+    "ファイルの保存方法を教えて",
+    "Hoe sla ik een bestand op als pdf?",
+    "怎么把网页保存成PDF？",
 )
 TRIGGERS = (
     r"(?<!\byou )(?<!\bstill )\b(?:please\s+)?remember,?\s+(?:that\s+)?"
@@ -128,6 +160,13 @@ TRIGGERS = (
     r"\bonthoud (?:dat|dit|goed)\b|\bzapamiętaj\b|\bnie zapomnij,? że\b",
     r"\bзапомни\b|\bне забудь,? что\b|\bимей в виду,? что\b",
     r"覚えておいて|覚えといて|覚えておいてください|記憶しておいて|记住|記住|记下来|記下來",
+    # "Can you keep in mind that …", "Kannst du dir merken, dass …", "Apúntate que …".
+    r"\b(?:can|could|would) you (?:please )?(?:remember|keep in mind|note|save|store) (?:that|my)\b"
+    r"|\bdir (?:bitte |mal )?(?:merken|notieren|aufschreiben)\b"
+    r"|\b(?:peux|pourrais)-tu (?:retenir|noter|garder en tête|enregistrer) que\b"
+    r"|\bap[uú]ntate\b|\btoma nota de que\b|\bsegna(?:ti)? che\b|\btieni presente che\b"
+    r"|\bзапиши,? что\b|\bсохрани,? что\b|\bnoteer dat\b|\bzanotuj\b"
+    r"|メモしておいて|帮我记|기억해 ?줘|\bnot et\b|\baklında tut\b",
 )
 
 

@@ -73,9 +73,22 @@ def test_two_requests_in_one_message_get_both_tools() -> None:
     assert chosen["weather"].endswith("in 'il fait chaud là-bas'")
 
 
-def test_a_question_about_what_was_saved_also_gets_the_lookup() -> None:
+def test_a_question_about_what_was_saved_gets_the_lookup_not_a_save() -> None:
     chosen = _chosen("lembra que eu te falei o número do meu armário?")
     assert chosen["memory_search"] == "a question about what the user said"
+    assert "memory_save" not in chosen
+    # A save with a question about its figure stays a save.
+    chosen = _chosen("Remember that my rent is 1,200 a month. What is that in a year?")
+    assert "memory_save" in chosen
+    assert "memory_search" not in chosen
+
+
+def test_the_regressions_veto_a_neighbour_that_only_shares_a_name() -> None:
+    # "Krakow" is in a weather example; sightseeing there needs no forecast.
+    likely = tool_match.tool_probabilities("Was sollte man in Krakau gesehen haben?")
+    assert likely is not None
+    assert likely["weather"] < tool_match.CLASSIFIER_MIN_PROBABILITY
+    assert _chosen("Was sollte man in Krakau gesehen haben?") == {}
 
 
 def test_clauses_split_on_sentence_ends_and_the_words_for_and() -> None:
