@@ -203,6 +203,9 @@ VAULT_DATA_KEY_TTL_S = env_int("VAULT_DATA_KEY_TTL_S", default=300)
 # --- Server process ---
 # Garbage-collector thresholds for Daphne processes (openmates.gc_tuning): three integers.
 GC_THRESHOLDS = env_ints("GC_THRESHOLDS", default=(50_000, 20, 100))
+# How long a thread may hold the GIL while another waits, in ms (openmates.switch_interval;
+# CPython's default is 5).
+GIL_SWITCH_INTERVAL_MS = env_float("GIL_SWITCH_INTERVAL_MS", default=0.5)
 
 # --- LLM defaults; instances override them with their own tier maps. ---
 LLM_LOCAL_API_BASE = service_setting("LLM_LOCAL_API_BASE", "http://127.0.0.1:8088/v1")
