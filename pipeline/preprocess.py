@@ -63,13 +63,14 @@ _URL_RE = re.compile(r"\b(?:https?://|www\.)\S+", re.IGNORECASE)
 # the closing-quote pair of Swedish and Finnish, the low-high pairs of German, Polish,
 # Czech and Romanian, single curly quotes, guillemets both ways (French, Russian; German,
 # Danish), single guillemets, Japanese corner brackets and Chinese title marks, and a long
-# phrase in straight single quotes. Written as escapes: the marks look like others.
+# phrase in straight single quotes (not from one elided word to another: "c'est … aujourd'hui").
+# Written as escapes: the marks look like others.
 _QUOTED_RE = re.compile(
     '"[^"]{3,}"|\u201c[^\u201d]{3,}\u201d|\u201d[^\u201d]{3,}\u201d'
     "|\u00ab[^\u00bb]{3,}\u00bb|\u00bb[^\u00ab]{3,}\u00ab"
     "|\u201e[^\u201c\u201d]{3,}[\u201c\u201d]|\u201a[^\u2018]{3,}\u2018|\u2018[^\u2019]{2,}\u2019"
     "|\u2039[^\u203a]{3,}\u203a|\u300c[^\u300d]{3,}\u300d|\u300e[^\u300f]{2,}\u300f"
-    "|\u300a[^\u300b]{2,}\u300b|'[^']{24,}'"
+    "|\u300a[^\u300b]{2,}\u300b|(?<!\\w)'[^']{24,}'(?!\\w)"
 )
 # A phrase in single quotes ("what does 'it's not my cup of tea' mean?"): opened by a quote
 # not inside or after a word ("what's", "aujourd'hui" open none), closed by one not
@@ -714,6 +715,35 @@ def preselect_tools(
     )
 
 
+# A request for code: a word for a piece of code with a verb of writing it or a
+# programming language's name, by language ("write a function that …", "Schreib eine
+# Python-Funktion", "用Python写一个函数", "JavaScriptで関数を書いて").
+_CODE_OBJECTS = (
+    r"\b(?:functions?|scripts?|programs?|class(?:es)?|methods?|quer(?:y|ies)|regex|snippet|"
+    r"code|unit tests?|funktion(?:en)?|skript|klasse|abfrage|fonctions?|requêtes?|programmes?|"
+    r"funci[oó]n|funciones|consulta|programa|clase|funzione|programma|"
+    r"функци\w*|скрипт\w*|программ\w*|класс\w*|запрос\w*|functie|funkcj\w*|zapytani\w*|"
+    r"skrypt\w*|função|fonksiyon\w*)\b|関数|スクリプト|コード|プログラム|クエリ|函数|脚本|代码|"
+    r"程序|查询语句|함수|스크립트|코드"
+)
+_CODE_CUES = (
+    r"\b(?:write|create|implement|generate|build|fix|debug|refactor|schreib\w*|erstell\w*|"
+    r"programmier\w*|implementier\w*|écri[st]\w*|crée\w*|escrib\w*|crea|créame|programa|"
+    r"implementa|scriv\w*|напиши|создай|реализуй|schrijf|maak|napisz|stwórz|escrev\w*|crie|"
+    r"yaz)\b|写|書いて|作って|작성|짜 ?줘|"
+    r"\b(?:python|javascript|typescript|java|golang|go|rust|sql|bash|powershell|c#|c\+\+|"
+    r"kotlin|swift|php|ruby|excel|vba)\b"
+)
+_CODE_OBJECT_RE = re.compile(_CODE_OBJECTS, re.IGNORECASE)
+_CODE_CUE_RE = re.compile(_CODE_CUES, re.IGNORECASE)
+
+
+def is_code_request(subject: str) -> bool:
+    """Whether ``subject`` asks for code: a word for a piece of code and a verb of writing
+    or a programming language's name."""
+    return bool(_CODE_OBJECT_RE.search(subject) and _CODE_CUE_RE.search(subject))
+
+
 def _memory_question(subject: str, *, semantic: bool) -> str | None:
     """For a question that reads like a memory save ("Remember that I told you my vet's
     name? What was it?"), whether it is a lookup: ``"instead"`` of the save when the
@@ -729,6 +759,26 @@ def _memory_question(subject: str, *, semantic: bool) -> str | None:
     return None
 
 
+def _description_matches(
+    subject: str, candidates: Sequence[ToolCandidate]
+) -> list[tuple[str, str]]:
+    """The candidates whose name, description or skill hint shares at least two terms
+    with ``subject``, with the reason. Only without the embedding: there, words shared
+    with a description stand in for meaning; with it they only added near misses
+    ("explain what a time zone is")."""
+    message_terms = _terms(subject)
+    found = []
+    for c in candidates:
+        shared = message_terms & _description_terms(
+            f"{c.name.replace('_', ' ')} {c.description} {c.hint}"
+        )
+        if len(shared) >= 2:
+            found.append(
+                (c.name, f"shares terms with its description: {', '.join(sorted(shared)[:3])}")
+            )
+    return found
+
+
 def tool_choices(
     text: str,
     candidates: Sequence[ToolCandidate],
@@ -741,9 +791,11 @@ def tool_choices(
     """The tools to offer the main model with the reason of each, best first (at most
     ``MAX_TOOLS``, only among ``candidates``, the instance's enabled tools).
 
-    Explicit mentions first, then client-requested tools, then the tools' triggers and
-    similarity to their examples (``pipeline.tool_match.tools_by_meaning``), then tools
-    whose description or skill hint shares at least two terms with the message. An
+    Explicit mentions first, then client-requested tools; a request for code
+    (:func:`is_code_request`) gets nothing more; else the tools' triggers and similarity
+    to their examples (``pipeline.tool_match.tools_by_meaning``), then, without the
+    embedding (``semantic`` off), tools whose description or skill hint shares at least
+    two terms with the message. An
     instance with at most ``offer_all_up_to`` enabled tools (0: never) is offered all of
     them, the main model deciding. The multilingual embedding model is asked only with
     ``semantic``.
@@ -763,6 +815,10 @@ def tool_choices(
     # What the user asks, not what they quote: "how do you say 'what time is it' in
     # Italian?" needs no clock.
     subject = instruction_text(text)
+    if is_code_request(subject):
+        # The model writes the code ("a function that converts miles to km"): no tool
+        # computes, converts or looks up anything for it.
+        return tuple(tool_match.ToolChoice(n, r) for n, r in chosen.items())[:MAX_TOOLS]
     for choice in tool_match.tools_by_meaning(subject, profiles, chosen=chosen, embed=semantic):
         add(choice.name, choice.reason)
     if "memory_save" in chosen and subject.rstrip().endswith(("?", "\uff1f")):
@@ -771,13 +827,9 @@ def tool_choices(
             del chosen["memory_save"]
         if lookup:
             add("memory_search", "a question about what the user said")
-    message_terms = _terms(subject)
-    for c in candidates:
-        shared = message_terms & _description_terms(
-            f"{c.name.replace('_', ' ')} {c.description} {c.hint}"
-        )
-        if len(shared) >= 2:
-            add(c.name, f"shares terms with its description: {', '.join(sorted(shared)[:3])}")
+    if not semantic:
+        for name, reason in _description_matches(subject, candidates):
+            add(name, reason)
     if 0 < len(names) <= offer_all_up_to:
         for name in names:
             add(name, f"offered: the instance has only {len(names)} tools")

@@ -55,6 +55,9 @@ EMBEDDING_MARGIN = 0.0
 # regression the words that decide. Low on purpose: a veto, not a second classifier.
 CLASSIFIER_MIN_PROBABILITY = 0.1
 CLASSIFIER_PENALTY = 1.0
+# Another tool's regression at least this likely (and likelier than the nearest example's
+# tool) takes its place.
+SWAP_MIN_PROBABILITY = 0.25
 TRIGRAM_MIN_COSINE = 0.7
 # Off: preselection by triggers and trigrams only (a switch for measuring).
 USE_EMBEDDINGS = True
@@ -605,5 +608,25 @@ def _by_meaning(
         for profile in pending:
             reason = _similarity_reason(profile, embedded, grams, floor=floor)
             if reason:
-                choices.append(ToolChoice(profile.name, reason))
-    return choices
+                choices.append(_likelier(profile.name, reason, embedded, pending))
+    # One choice per tool (two neighbours may give way to the same likelier tool).
+    return list({c.name: c for c in choices if c.name}.values())
+
+
+def _likelier(
+    name: str, reason: str, embedded: Similarity | None, pending: Sequence[ToolProfile]
+) -> ToolChoice:
+    """The choice of ``name`` by its nearest example, or, when another tool's regression
+    finds the message clearly likelier (at least :data:`SWAP_MIN_PROBABILITY` and above
+    ``name``'s), that tool if it is among ``pending`` (enabled, not yet chosen), else no
+    tool (an empty name): the neighbour says a tool is wanted, the regression which one
+    ("remember that, my new address is …" is a save, not a lookup)."""
+    likely = embedded.likely if embedded is not None else {}
+    if not likely:
+        return ToolChoice(name, reason)
+    best = max(likely, key=lambda tool: likely[tool])
+    if best == name or likely[best] < max(SWAP_MIN_PROBABILITY, likely.get(name, 0.0)):
+        return ToolChoice(name, reason)
+    if best in {p.name for p in pending}:
+        return ToolChoice(best, f"likelier than {name} ({likely[best]:.2f}; {reason})")
+    return ToolChoice("", reason)

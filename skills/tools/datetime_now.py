@@ -137,6 +137,10 @@ COUNTER_EXAMPLES = (
     "Como formatar datas no Excel?",
     "Hoe schrijf je een datum in het Engels?",
     "用Excel怎么计算两个日期之间的天数？",
+    "What time does the bakery open on Sundays?",
+    "When does the match start tonight?",
+    "Um wie viel Uhr öffnet das Schwimmbad am Sonntag?",
+    "¿A qué hora cierra el supermercado hoy?",
 )
 TRIGGERS = (
     r"\bwhat time is it\b|\bwhat time it is\b|\bwhat'?s the time\b|\bthe time (?:now|in)\b"
@@ -149,7 +153,7 @@ TRIGGERS = (
     r"|\bden wievielten\b|\bdatum (?:ist )?heute\b|\bheutige[sn]? datum\b",
     r"\bquelle heure est[- ]il\b|\bil est quelle heure\b|\bl'heure (?:actuelle|qu'il est)\b"
     r"|\bquel jour (?:sommes|on est|est[- ]on|est[- ]il|nous sommes)\b|\bon est quel jour\b"
-    r"|\bquelle (?:est la )?date\b|\bdate d'aujourd'hui\b",
+    r"|\bquelle (?:est la )?date\b|\bdate d'aujourd'hui\b|\bla date (?:d')?aujourd'hui\b",
     r"\bqué hora es\b|\bla hora (?:en|actual|que es)\b|\bqué día es hoy\b|\bqué fecha es\b"
     r"|\bfecha de hoy\b|\bqué día de la semana\b",
     r"\bche ore sono\b|\bche ora è\b|\bche giorno è\b|\bche data è\b|\bdata di oggi\b"

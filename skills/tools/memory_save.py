@@ -121,6 +121,14 @@ EXAMPLES = (
     "帮我记住我儿子每周三有足球课",
     "내 여권이 6월에 만료된다고 기억해 줘",
     "Pasaportumun haziranda dolduğunu not et",
+    "Just so you know, I'm training for a marathon in October - keep that on file",
+    "For your records: my employee number is 55120",
+    "Nur damit du es weißt: ich arbeite nachts, behalt das im Hinterkopf",
+    "Pour que tu le saches, je suis daltonien, garde-le en mémoire",
+    "Que lo sepas: trabajo de noche, tenlo presente",
+    "Solo perché tu lo sappia: lavoro di notte, tienilo a mente",
+    "Чтобы ты знал: я работаю по ночам, учти это",
+    "念のため言っておくと、夜勤で働いています。覚えておいて",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (

@@ -118,6 +118,14 @@ EXAMPLES = (
     "北京明天会下雪吗？",
     "내일 부산 날씨 어때?",
     "Yarın Ankara'da yağmur yağacak mı?",
+    "Is it freezing there right now?",
+    "Is it raining over there at the moment?",
+    "Fait-il froid là-bas en ce moment ?",
+    "¿Hace calor allí ahora?",
+    "Ist es da gerade kalt?",
+    "Fa freddo lì adesso?",
+    "Там сейчас холодно?",
+    "そっちは今寒い？",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (

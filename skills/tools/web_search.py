@@ -156,6 +156,16 @@ EXAMPLES = (
     "最新的油价是多少？",
     "이번 주말 서울 공연 찾아줘",
     "Bu hafta sonu İzmir'de hangi konserler var, bakar mısın?",
+    "What time does the final kick off tonight?",
+    "When do the Red Sox play next?",
+    "Um wie viel Uhr spielt heute die Nationalmannschaft?",
+    "À quelle heure commence le match de rugby ce soir ?",
+    "¿A qué hora empieza hoy el Gran Premio?",
+    "A che ora gioca stasera l'Inter?",
+    "Во сколько сегодня начинается матч ЦСКА?",
+    "今夜の試合は何時から？",
+    "Is the pharmacy on Main Street open on Sundays?",
+    "What's the newest version of Python?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (

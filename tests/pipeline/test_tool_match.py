@@ -146,3 +146,22 @@ def test_a_lone_surrogate_is_embedded() -> None:
 
     (vector,) = local_embed("local/use-multilingual-v3", ["ab\ud800cd"])
     assert len(vector) == 512
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Write a function that converts miles to kilometres in Rust",
+        "Schreib eine Funktion, die Celsius in Fahrenheit umrechnet",
+        "Escribe un script en Bash que añada la fecha de hoy al nombre del archivo",
+        "用Python写一个计算两个日期相差几天的函数",
+    ],
+)
+def test_a_request_for_code_gets_no_tool(text: str) -> None:
+    assert pre.is_code_request(pre.instruction_text(text))
+    assert _chosen(text) == {}
+
+
+def test_the_likelier_tool_by_its_regression_takes_the_neighbours_place() -> None:
+    chosen = _chosen("heads up, my new address is 14 Elm Road, remember that")
+    assert list(chosen) == ["memory_save"]
