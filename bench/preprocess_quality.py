@@ -3,7 +3,8 @@
 
 Prints, per split (``dev``: the one rules and thresholds were set on; ``held``: written
 with them, so partly seen; ``fresh``: written apart by someone who never saw the rules,
-the examples or the other splits, and never tuned on), one ``name: value unit`` line per
+the examples or the other splits, its misses read once; ``fresh2`` and ``fresh3``: written
+the same way and never read, only their figures seen), one ``name: value unit`` line per
 figure:
 
 * ``tool_recall`` / ``tool_precision`` (all seven built-in tools enabled; first messages
@@ -27,7 +28,8 @@ figure:
   provider's own time; ``model_preselection_merged`` the share of calls whose pick was
   merged (1.0: none fell back).
 
-Run: ``.venv/bin/python bench/preprocess_quality.py [--split dev|held|fresh|all] [--misses]``.
+Run: ``.venv/bin/python bench/preprocess_quality.py [--split dev|held|fresh|fresh2|fresh3|all]
+[--misses]`` (``--misses`` only on dev, held and fresh).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ TOOLS = (
 )
 # The demo instance's tools: the other requests need no tool there.
 DEMO_TOOLS = ("calculator", "datetime_now", "unit_convert")
-SPLITS = ("dev", "held", "fresh", "fresh2")
+SPLITS = ("dev", "held", "fresh", "fresh2", "fresh3")
 
 
 def rows(name: str) -> list[dict[str, str]]:
