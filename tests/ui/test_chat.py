@@ -86,13 +86,21 @@ def test_answer_streams_is_stored_encrypted_and_comes_back_after_reload(
     for message in Message.objects.filter(chat__owner__username="ada"):
         assert "answer" not in (message.encrypted_content or "")
 
+    # A reload opens the chat the tab had open, from what the browser stored.
     page.reload()
     unlock(page)
-    page.wait_for_selector(".chat-item")
-    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".chat-item[aria-current=true]")
     page.wait_for_selector(".msg-user .msg-body:has-text('What is the answer?')")
     assert last_answer(page).inner_text().strip() == "The answer is 42."
     assert Chat.objects.filter(owner__username="ada").count() == 1
+    # After "New chat", a reload starts with a new chat again.
+    page.click("#new-chat")
+    page.reload()
+    unlock(page)
+    page.wait_for_selector(".chat-item")
+    page.wait_for_selector("#conn[data-state=open]")
+    assert page.locator(".msg").count() == 0
+    assert page.locator(".chat-item[aria-current=true]").count() == 0
     assert watched.csp_violations() == []
 
 

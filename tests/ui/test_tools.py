@@ -64,6 +64,11 @@ def test_finished_tool_shows_its_result_and_the_embed_is_stored_encrypted(
     assert card.locator(".tool-card-name").inner_text() == "calculator"
     assert '"value": 42' in card.locator(".tool-card-result").inner_text()
     page.wait_for_selector(".msg-assistant .msg-body:has-text('That makes 42.')")
+    # The reply says which tools the model was offered, and why on hovering.
+    badge = page.locator(".msg-assistant .badge-tools")
+    assert badge.inner_text().startswith("Tools: ")
+    assert "calculator" in badge.inner_text()
+    assert "calculator: " in str(badge.get_attribute("title"))
     embed = eventually(
         lambda: Embed.objects.filter(
             chat__owner__username="eli", encrypted_content__isnull=False

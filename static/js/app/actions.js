@@ -6,7 +6,7 @@ import { $ } from "./dom.js";
 import { attachToMessage, filesOf, frameFiles, keepOutgoingFiles, showStoredFiles } from "./files.js";
 import { uuidv7 } from "./ids.js";
 import { readOnlyHint } from "./screen.js";
-import { activeTurnOf, chosenOf, isReadOnly, state } from "./state.js";
+import { activeTurnOf, chosenOf, isReadOnly, rememberOpenChat, state } from "./state.js";
 import { decryptMessage } from "./storage.js";
 import { chosenTier } from "./tiers.js";
 import { editForm, placeOf } from "./versions.js";
@@ -42,6 +42,7 @@ export class ChatActions {
   // and the reply of a turn still running in it.
   async openChat(chatId) {
     state.currentChatId = chatId;
+    rememberOpenChat(chatId);
     $("app").dataset.sidebar = "closed";
     $("menu-toggle").setAttribute("aria-expanded", "false");
     this.view.clear();

@@ -72,6 +72,7 @@ export class ConversationView {
     if (message.model) node.model = message.model;
     if (message.language) node.language = message.language;
     if (message.reason) node.reason = message.reason;
+    if (message.toolsOffered) node.toolsOffered = message.toolsOffered;
     this.renderMeta(message.message_id);
     if (stick) this.scrollToEnd(true);
     return node;
@@ -113,6 +114,12 @@ export class ConversationView {
     if (node.role === "assistant") {
       if (node.model) badges.push(el("span", { class: "badge badge-model", title: node.model }, modelLabel(node.model)));
       if (node.language) badges.push(el("span", { class: "badge badge-language", title: "Language" }, node.language));
+      // The tools pre-processing offered the model in this turn, each with its reason.
+      if (node.toolsOffered && node.toolsOffered.length) {
+        const names = node.toolsOffered.map((t) => t.name).join(", ");
+        const reasons = node.toolsOffered.map((t) => (t.reason ? `${t.name}: ${t.reason}` : t.name)).join("\n");
+        badges.push(el("span", { class: "badge badge-tools", title: `Tools offered\n${reasons}` }, `Tools: ${names}`));
+      }
       if (ENDED_TEXT[node.status]) {
         // A failure's reason (error frame) says why and what to do; "Stopped." stays.
         const text = node.status !== "cancelled" && node.reason ? node.reason : ENDED_TEXT[node.status];

@@ -183,6 +183,10 @@ async function applyPreprocess({ screen, storage }, frame) {
   if (turn) {
     if (frame.language) { turn.language = frame.language; state.languages.set(turn.assistantMessageId, frame.language); }
     if (frame.model) turn.model = frame.model;
+    // The tools offered to the model and why (a title's own frame carries no reasons).
+    if (frame.tool_reasons) {
+      turn.toolsOffered = frame.tools.map((name) => ({ name, reason: frame.tool_reasons[name] || "" }));
+    }
     screen.showTurn(turn);
   }
   if (!frame.title || !state.chats.get(frame.chat_id) || state.chats.get(frame.chat_id).title) return;

@@ -13,7 +13,7 @@ import { forgetDevice } from "./device.js";
 import { ChatActions, contentProblem } from "./actions.js";
 import { frameHandlers } from "./handlers.js";
 import { Screen } from "./screen.js";
-import { clearState, config, state, userId } from "./state.js";
+import { clearState, config, rememberedOpenChat, state, userId } from "./state.js";
 import { ChatStorage } from "./storage.js";
 import { ConsentLine } from "./consent.js";
 import { MemoriesPage } from "./memories.js";
@@ -88,7 +88,10 @@ async function startApp() {
     });
   }
   socket.connect();
+  // A reload opens the chat the tab had open (a chat gone meanwhile: a new one).
+  const reopen = rememberedOpenChat();
   screen.newChat();
+  if (reopen && state.chats.has(reopen)) await actions.openChat(reopen);
   showRoute();
 }
 

@@ -5,7 +5,7 @@
 // showCreated).
 import { $ } from "./dom.js";
 import { emojiSupported, icon } from "./icons.js";
-import { activeTurnOf, chosenOf, config, currentChat, isReadOnly, isServerManaged, isStreaming, settledStatus, state } from "./state.js";
+import { activeTurnOf, chosenOf, config, currentChat, isReadOnly, isServerManaged, isStreaming, rememberOpenChat, settledStatus, state } from "./state.js";
 import { storedReason } from "./reasons.js";
 import { decryptMessage } from "./storage.js";
 import { showTiers } from "./tiers.js";
@@ -36,8 +36,11 @@ const READ_ONLY_PLACEHOLDER = "Read-only";
 export const READ_ONLY_HINT = "Read-only: you are no longer a member of this chat's assistant.";
 export const SERVER_MANAGED_HINT = "Read-only here: this conversation was made through the API or a messaging app; continue it there.";
 
+export const UNDECRYPTABLE_HINT = "Read-only here: this chat's key cannot be opened in this browser, so nothing new can be written to it.";
+
 // Why the composer of `chat` is locked.
 export function readOnlyHint(chat) {
+  if (chat.undecryptable) return UNDECRYPTABLE_HINT;
   return isServerManaged(chat) ? SERVER_MANAGED_HINT : READ_ONLY_HINT;
 }
 
@@ -90,6 +93,7 @@ export class Screen {
   // Marks a chat this tab just created as the open one.
   showCreated(chatId) {
     state.currentChatId = chatId;
+    rememberOpenChat(chatId);
     this.chatList.setActive(chatId);
     this.refreshList();
     this.setHeader();
@@ -114,7 +118,7 @@ export class Screen {
     this.view.upsert({
       message_id: turn.assistantMessageId, role: "assistant", content: turn.content,
       status: statusName, model: turn.model, language: turn.language,
-      reason: state.failureReasons.get(turn.assistantMessageId),
+      reason: state.failureReasons.get(turn.assistantMessageId), toolsOffered: turn.toolsOffered,
     });
   }
 
@@ -193,6 +197,7 @@ export class Screen {
 
   newChat() {
     state.currentChatId = null;
+    rememberOpenChat(null);
     this.view.clear();
     this.chatList.setActive(null);
     this.setHeader();

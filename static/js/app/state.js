@@ -63,10 +63,10 @@ export function currentChat() {
 }
 
 // A chat of an instance that no longer counts the user as a member (so at page load, or
-// since the server answered "forbidden"), or a server-managed one (continued where it was
-// made), can be read but not continued here.
+// since the server answered "forbidden"), a server-managed one (continued where it was
+// made), or one whose key this browser cannot open, can be read but not continued here.
 export function isReadOnly(chat) {
-  return Boolean(chat) && (chat.readOnly || isServerManaged(chat)
+  return Boolean(chat) && (chat.readOnly || chat.undecryptable || isServerManaged(chat)
     || !config.instances.some((i) => i.slug === chat.instance));
 }
 
@@ -167,3 +167,24 @@ export function noteStored(messageId) {
 // The message.stored ids of late, in arrival order (a follower may see one before the
 // stream.done it waits for).
 const recentlyStored = new Set();
+
+// The chat open in this tab, kept in the tab's sessionStorage (its id only) so that a
+// reload opens it again; null: a new chat. Storage the browser refuses is no error.
+const OPEN_CHAT_KEY = `openmates-open-chat-${userId}`;
+
+export function rememberOpenChat(chatId) {
+  try {
+    if (chatId) sessionStorage.setItem(OPEN_CHAT_KEY, chatId);
+    else sessionStorage.removeItem(OPEN_CHAT_KEY);
+  } catch {
+    // Private modes may refuse storage: the reload then starts a new chat.
+  }
+}
+
+export function rememberedOpenChat() {
+  try {
+    return sessionStorage.getItem(OPEN_CHAT_KEY);
+  } catch {
+    return null;
+  }
+}

@@ -105,6 +105,8 @@ export class ChatStorage {
         // Older metadata than the list shows: the list keeps what it has.
         if (error.code === "stale_version" && state.chats.has(chatId)) return state.chats.get(chatId);
         shown.title = "(cannot decrypt)";
+        // Nothing new can be sealed for it here: the composer stays locked (isReadOnly).
+        shown.undecryptable = true;
       }
     }
     if ((this.shownTickets.get(chatId) || 0) > ticket) return state.chats.get(chatId) || shown;
