@@ -315,9 +315,17 @@ _SOV_NOUNS = r"指示|ルール|命令|プロンプト|設定|지시|규칙|명�
 _SOV_VERBS = r"無視|忘れ|무시|잊|yok say|unut|görmezden gel"
 _SYSTEM_PROMPT = (
     r"system ?prompt|hidden instructions|initial instructions|your instructions"
+    r"|instructions you (?:were|have been) given|instructions you received"
     r"|prompt (du|de) syst[eè]me|prompt syst[eè]me|prompt del sistema|prompt di sistema"
     r"|prompt do sistema|systeemprompt|системн\w* (промпт|инструкци)\w*|システムプロンプト"
     r"|系统提示\w*|시스템 프롬프트"
+)
+# Whose prompt: the reader's, or one in full ("your", "the hidden", "the complete").
+_PROMPT_OWNER = (
+    r"your|their|its|hidden|full|complete|entire|initial|original|secret|dein\w*|ihre\w*"
+    r"|versteckt\w*|vollständig\w*|ton|ta|tes|votre|vos|cach[ée]\w*|complet\w*|tu|tus|su|sus"
+    r"|oculto|ocultas|tuo|tua|tuoi|nascost\w*|teu|tua|seu|sua|je|jouw|uw|twój|twoje|swój"
+    r"|твой|твои|свой|свои|ваш\w*|скрыт\w*|полн\w*"
 )
 _REVEAL_VERBS = (
     r"reveal|print|show|display|output|repeat|leak|tell me|zeige|zeig|verrate|gib|révèle"
@@ -326,7 +334,9 @@ _REVEAL_VERBS = (
 )
 _ROLE = (
     # A new identity or mode for the reader, not "you are now subscribed".
-    r"\byou are now (an? |the |in |my |our |dan\b|free\b|unrestricted\b|jailbroken\b)|\byou are no longer\b|\bfrom now on,? you\b"
+    r"\byou are now (?:(?:an? |the |my |our )(?!(?:new |proud |official |registered )?(?:member|subscriber"
+    r"|customer|user|owner|participant|winner|holder|part)\b)|in |dan\b|free\b"
+    r"|unrestricted\b|jailbroken\b)|\byou are no longer\b|\bfrom now on,? you\b"
     r"|\byou\b[^.!?\n]{0,30}\bdeveloper mode\b|\bdeveloper mode\b[^.!?\n]{0,30}\byou\b"
     r"|\bjailbreak\b|\bDAN\b|\bno (restrictions|limits|filters)\b|\bdu bist (jetzt|nun)\b"
     r"|\btu es maintenant\b|\bahora eres\b|\bora sei\b|\bagora você é\b|\bteraz jesteś\b"
@@ -394,11 +404,11 @@ _FROM_NOW_ON = (
     r"\b(from now on|henceforth|starting now|from this point on)\b,?\s+(\w+\s+){0,2}?"
     r"(answer|respond|reply|write|speak|talk|act|behave|pretend|only|always)\b"
     r"|\b(ab jetzt|von nun an|ab sofort)\b,?\s+(\w+\s+){0,2}?"
-    r"(antworte|schreibe|schreib|sprich|verhalte|gib|sei|bist du|du)\b"
+    r"(antworte|antwortest|schreibe|schreib|schreibst|sprich|verhalte|gib|sei|bist du|du)\b"
     r"|(^|\W)(à partir de maintenant|désormais|dorénavant|dès maintenant)\b,?\s+(\w+\s+){0,2}?"
     r"(réponds|répondez|écris|écrivez|parle|parlez|agis|agissez|tu)\b"
     r"|\b(a partir de ahora|de ahora en adelante|desde ahora)\b,?\s+(\w+\s+){0,2}?"
-    r"(responde|contesta|escribe|habla|actúa|eres|debes|tú)\b"
+    r"(responde|respondes|contesta|contestas|escribe|escribes|habla|hablas|actúa|eres|debes|tú)\b"
     r"|\b(d'ora in poi|da ora in poi|da adesso in poi|d'ora in avanti)\b,?\s+(\w+\s+){0,2}?"
     r"(rispondi|scrivi|parla|agisci|sei|devi|tu)\b"
     r"|\b(a partir de agora|de agora em diante|daqui em diante)\b,?\s+(\w+\s+){0,2}?"
@@ -408,6 +418,8 @@ _FROM_NOW_ON = (
     r"|\b(od teraz|od tej pory|od tej chwili)\b,?\s+(\w+\s+){0,2}?"
     r"(odpowiadaj|odpowiedz|pisz|mów|jesteś|zachowuj)\b"
     r"|(отныне|с этого момента|с этой минуты)\b,?\s+(\w+\s+){0,2}?(отвечай|пиши|говори|веди|ты)\b"
+    r"|(从现在起|从现在开始|从今以后)[^。！？\n]{0,12}(只|都|回答|推荐|请|你)"
+    r"|(今後|これからは)[^。！？\n]{0,15}(答え|回答|推薦|勧め|して)"
 )
 _ADDRESS = (
     rf"\b(note|message|instructions?|attention|notice|reminder|hinweis|nachricht|anweisung"
@@ -416,7 +428,8 @@ _ADDRESS = (
     rf"|инструкция|указание|примечание)\b"
     rf"{_SENTENCE}{{0,12}}\b(to|for|an|für|pour|para|per|dla|для)\s+(the |den |das |die |l'|el |la |il |o |a )?"
     rf"({_AI})\b"
-    rf"|\b({_AI})s?\b,?\s+(reading|processing|parsing|summari[sz]ing)\b"
+    rf"|\b({_AI})s?\b,?\s+(reading|processing|parsing|summari[sz]ing|handling|managing)\b"
+    rf"|\b(automated|ai|llm|machine) (readers?|agents?)\b"
     rf"|\b(dear|hey|attention|achtung)\s+({_AI})\b|\bany ({_AI}) (reading|that reads)\b"
     # A reader called by name at a sentence's (or a string's) start: "Assistant, …".
     rf"|(^|[.!?:(\[\]\-\"']\s*)(assistant|assistente|asistente|ассистент|модель|assistant ia"
@@ -434,6 +447,11 @@ _ADDRESS = (
     # (after punctuation or at a line's start: not after a word and a space)
     rf"|\b(?<![\w,] )(?<![\w,]  )({_DEDICATION})\s+({_ARTICLE}\s*)?({_AI})\b"
     rf"(\s*[,:]|\s+({_RELATIVE}|reading|processing)\b)"
+    # "whoever processes this inbox automatically", "wer diese Mail verarbeitet"
+    rf"|\b(whoever|anyone|anybody|any (system|agent|program|tool|bot)|wer|quiconque|quien"
+    rf"|chiunque|qualquer um|кто бы)\b{_SENTENCE}{{0,20}}?\b(process\w*|read(s|ing)?"
+    rf"|handl\w*|pars\w*|summari[sz]\w*|verarbeitet|liest|traite|lit|procese|lea|elabora"
+    rf"|legge|processe|lê|обрабатывает|читает)\b{_SENTENCE}{{0,15}}?\b({_THIS})\b"
     # "any AI that reads this", "KI, die das liest", "ИИ, который это читает"
     rf"|\b({_AI})s?\b,?\s+({_RELATIVE}\s+)?{_SENTENCE}{{0,30}}?"
     rf"\b(({_READS})\b{_SENTENCE}{{0,12}}?\b({_THIS})|({_THIS})\b{_SENTENCE}{{0,12}}?\b({_READS}))\b"
@@ -587,7 +605,16 @@ SIGNALS: tuple[Signal, ...] = (
         3.0,
         rf"\b({_OVERRIDE_VERBS})\b{_SENTENCE}{{0,50}}?({_INSTRUCTION_NOUNS})",
     ),
-    _signal("reveal", 7.5, rf"({_REVEAL_VERBS}){_SENTENCE}{{0,40}}({_SYSTEM_PROMPT})"),
+    # The reader's own prompt ("reveal your system prompt", "print the hidden
+    # instructions"), not a settings page's "click Show system prompt".
+    _signal(
+        "reveal",
+        7.5,
+        rf"({_REVEAL_VERBS}){_SENTENCE}{{0,40}}\b({_PROMPT_OWNER})\b{_SENTENCE}{{0,20}}"
+        rf"({_SYSTEM_PROMPT})|({_REVEAL_VERBS}){_SENTENCE}{{0,40}}({_SYSTEM_PROMPT})"
+        rf"{_SENTENCE}{{0,20}}\b(verbatim|word for word|in full|wörtlich|mot pour mot"
+        rf"|palabra por palabra|parola per parola|дословно)\b",
+    ),
     _signal("system_prompt", 3.5, _SYSTEM_PROMPT),
     _signal("role", 5.5, _ROLE),
     _signal("from_now_on", 5.5, _FROM_NOW_ON),
@@ -623,12 +650,15 @@ _MENTION_MARKERS = (
     r"jak|np\.|na przykład|takie jak|как|например|такие как|типа|"
     r"例えば|たとえば|比如|例如|像是|像"
 )
+# A quotation in any common style; a double quote may be JSON-escaped (the scored text is
+# the output as JSON).
 _QUOTE = (
-    "'[^'\n]{3,120}'|\"[^\"\n]{3,120}\"|“[^”\n]{3,120}”|‘[^’\n]{3,120}’"
-    "|«[^»\n]{3,120}»|„[^“”\n]{3,120}[“”]|「[^」\n]{3,120}」"
+    "'[^'\\n]{3,120}'|\\\\?\"[^\"\\n]{3,120}?\\\\?\"|\u201c[^\u201d\\n]{3,120}\u201d"
+    "|\u2018[^\u2019\\n]{3,120}\u2019|\u00ab[^\u00bb\\n]{3,120}\u00bb"
+    "|\u201e[^\u201c\u201d\\n]{3,120}[\u201c\u201d]|\u300c[^\u300d\\n]{3,120}\u300d"
 )
 _MENTION_RE = re.compile(
-    rf"(?:(?<![^\W\d_])(?:{_MENTION_MARKERS}):?\s*)(?:{_QUOTE})"
+    rf"(?:(?<![^\W\d_])(?:{_MENTION_MARKERS}):?\s*|(?<=[(=\[]))(?:{_QUOTE})"
     rf"(?:\s*(?:,|/|or|and|oder|und|ou|et|o|y|e|of|en|lub|albo|или|и|或|や)\s*(?:{_QUOTE}))*",
     re.IGNORECASE,
 )
@@ -636,7 +666,8 @@ _MENTION_RE = re.compile(
 
 def mentions_removed(text: str) -> str:
     """``text`` without quotations introduced as examples (:data:`_MENTION_MARKERS`:
-    "phrases like '…'", "such as '…' or '…'"): an article about injections quotes them."""
+    "phrases like '…'", "such as '…' or '…'") or written as a string in code
+    (``reply("…")``, ``x = "…"``): an article about injections, or a test, quotes them."""
     return _MENTION_RE.sub(" ", text)
 
 
@@ -648,12 +679,27 @@ def _signals_in(text: str) -> list[str]:
     return [name for name in found if _SUBSUMED.get(name) not in found]
 
 
+# A text that opens by greeting a group of people ("Team,", "Hi all", "Liebe Kolleginnen",
+# "Bonjour à tous", "各位同事"): its "from now on, reply …" is a memo to them.
+_GROUP_GREETING_RE = re.compile(
+    r"(?:^|[\"\n]\s*)(?:team\b|hi (?:all|team|everyone|folks)\b|hello (?:all|everyone|team)\b"
+    r"|dear (?:all|colleagues|team|staff)\b|(?:all|everyone),|liebe (?:kolleg\w*|alle|leute)"
+    r"|hallo (?:zusammen|team|alle|ihr)\b|liebes team|bonjour à tous|chers collègues"
+    r"|salut l'équipe|equipo,|hola a todos|estimad[oa]s compañer\w*|ciao a tutti|cari colleghi"
+    r"|pessoal\b|olá a todos|beste collega's|hoi allemaal|zespole\b|drodzy\b|коллеги\b"
+    r"|друзья\b|各位|大家好|皆さん|みなさん)",
+    re.IGNORECASE,
+)
+
+
 def signals_found(text: str) -> tuple[str, ...]:
     """Names of the :data:`SIGNALS` in ``text`` as a model reads it, plus ``"hidden"``
     when a signal is there only because invisible characters were decoded or removed,
     and ``"smuggled"`` when invisible characters carried words (:func:`smuggled`)."""
     revealed = revealed_text(text)
     found = _signals_in(revealed.text)
+    if "from_now_on" in found and _GROUP_GREETING_RE.search(revealed.text):
+        found.remove("from_now_on")
     if revealed.hidden and set(found) - set(_signals_in(text)):
         found.append("hidden")
     if revealed.smuggled:
