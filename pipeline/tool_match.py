@@ -41,6 +41,7 @@ from typing import Any
 from django.conf import settings
 
 from openmates.embeddings import LocalEmbeddingError, local_embed
+from pipeline.injection_model import logistic_fit
 from skills.registry import all_tools, get_tool
 
 logger = logging.getLogger(__name__)
@@ -334,8 +335,6 @@ class _Vectors:
         self, key: frozenset[tuple[str, str]], labels: tuple[str, ...], matrix: Any
     ) -> dict[str, Any]:
         import numpy as np
-
-        from pipeline.injection_model import logistic_fit
 
         features = np.asarray(matrix, dtype=np.float64)
         models = {
