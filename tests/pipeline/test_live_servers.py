@@ -206,6 +206,19 @@ async def test_large_frames_reach_the_consumer_and_get_protocol_errors(servers, 
         assert await _recv(ws) == {"type": "pong", "ts": 7}
 
 
+async def test_a_frame_over_8_mib_is_closed_with_1009_and_a_new_socket_works(servers, cookie):
+    async with socket(servers[0], cookie) as ws:
+        await ws.send(json.dumps({"type": "ping", "ts": 1, "pad": "x" * (8 * 1024 * 1024)}))
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), FRAME_WAIT_S)
+    # Daphne refuses to read it: RFC 6455's "message too big" (docs/protocol.md §9).
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009
+    async with socket(servers[0], cookie) as ws:
+        await ws.send(json.dumps({"type": "ping", "ts": 2}))
+        assert await _recv(ws) == {"type": "pong", "ts": 2}
+
+
 async def test_a_text_frame_that_is_not_utf8_is_closed_with_1007(servers, cookie):
     async with socket(servers[0], cookie) as ws:
         await ws.send(b'{"type": "ping", "ts": "\xff\xfe"}', text=True)

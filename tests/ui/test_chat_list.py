@@ -183,6 +183,11 @@ def test_a_server_managed_conversation_reads_in_the_browser_and_stays_read_only(
     assert page.locator("#composer-input").is_disabled()
     assert page.get_attribute("#composer-input", "placeholder") == "Read-only"
     assert "continue it there" in page.inner_text("#read-only-notice")
+    # Its title (kept in memory only, never in IndexedDB) is asked for again after a reload.
+    page.reload()
+    unlock(page)
+    page.wait_for_selector(".chat-item-open:has-text('Made through the API')")
+    assert "API conversation" not in _titles(page)
     assert page.is_disabled("#attach")
     # IndexedDB holds no plaintext of it: neither the title nor the messages.
     dumped = indexeddb_rows(page)

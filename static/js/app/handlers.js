@@ -6,7 +6,7 @@ import { $, api, HttpError } from "./dom.js";
 import { consentOf } from "./consent.js";
 import { storeFiles } from "./files.js";
 import { reasonText } from "./reasons.js";
-import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, noteStored, settledStatus, state, storedWithin, turnFor } from "./state.js";
+import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, isServerManaged, noteStored, settledStatus, state, storedWithin, turnFor } from "./state.js";
 
 const LOGIN_URL = "/accounts/login/";
 const CONNECTION_LABELS = { connecting: "Connecting…", open: "Connected", reconnecting: "Reconnecting…", closed: "Offline" };
@@ -36,7 +36,12 @@ async function reconnected({ actions }) {
 
 async function requestSync() {
   const known = {};
-  for (const record of await state.store.chats()) known[record.chat_id] = record.version;
+  for (const record of await state.store.chats()) {
+    // A server-managed chat's title is kept in memory only: one this page was not told yet
+    // is asked for again (version 0 reads as changed, docs/protocol.md §4).
+    const untitled = isServerManaged(record) && !state.plainTitles.has(record.chat_id);
+    known[record.chat_id] = untitled ? 0 : record.version;
+  }
   $("sync-status").textContent = "Syncing…";
   state.socket.send({ type: "sync.request", known });
 }
