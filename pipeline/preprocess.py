@@ -715,9 +715,10 @@ def preselect_tools(
     )
 
 
-# A request for code: a word for a piece of code with a verb of writing it or a
-# programming language's name, by language ("write a function that …", "Schreib eine
-# Python-Funktion", "用Python写一个函数", "JavaScriptで関数を書いて").
+# A request for code: a verb of writing shortly before a word for a piece of code, or
+# that word beside a programming language's name, by language ("write a function that
+# …", "Schreib eine Python-Funktion", "用Python写一个函数", "JavaScriptで関数を書いて"). Words
+# with an everyday sense ("discount code", "loyalty program") need the verb.
 _CODE_OBJECTS = (
     r"\b(?:functions?|scripts?|programs?|class(?:es)?|methods?|quer(?:y|ies)|regex|snippet|"
     r"code|unit tests?|funktion(?:en)?|skript|klasse|abfrage|fonctions?|requêtes?|programmes?|"
@@ -726,22 +727,30 @@ _CODE_OBJECTS = (
     r"skrypt\w*|função|fonksiyon\w*)\b|関数|スクリプト|コード|プログラム|クエリ|函数|脚本|代码|"
     r"程序|查询语句|함수|스크립트|코드"
 )
-_CODE_CUES = (
+_CODE_VERBS = (
     r"\b(?:write|create|implement|generate|build|fix|debug|refactor|schreib\w*|erstell\w*|"
     r"programmier\w*|implementier\w*|écri[st]\w*|crée\w*|escrib\w*|crea|créame|programa|"
     r"implementa|scriv\w*|напиши|создай|реализуй|schrijf|maak|napisz|stwórz|escrev\w*|crie|"
-    r"yaz)\b|写|書いて|作って|작성|짜 ?줘|"
-    r"\b(?:python|javascript|typescript|java|golang|go|rust|sql|bash|powershell|c#|c\+\+|"
-    r"kotlin|swift|php|ruby|excel|vba)\b"
+    r"yaz)\b"
 )
-_CODE_OBJECT_RE = re.compile(_CODE_OBJECTS, re.IGNORECASE)
-_CODE_CUE_RE = re.compile(_CODE_CUES, re.IGNORECASE)
+_CODE_LANGUAGES = (
+    r"\b(?:python|javascript|typescript|java|golang|rust|sql|bash|powershell|c#|c\+\+|kotlin"
+    r"|swift|php|ruby|vba)\b|python|javascript"
+)
+_CODE_REQUEST_RE = re.compile(
+    rf"{_CODE_VERBS}\W+(?:[^\W\d_]+\W+){{0,6}}?(?:{_CODE_OBJECTS})"
+    rf"|(?:{_CODE_LANGUAGES})[^.?!\n]{{0,40}}?(?:{_CODE_OBJECTS})"
+    rf"|(?:{_CODE_OBJECTS})[^.?!\n]{{0,40}}?(?:{_CODE_LANGUAGES})"
+    # Chinese, Japanese, Korean: the object with a verb of writing or making.
+    rf"|(?:写|書いて|作って|작성|짜)[^\u3002\uff1f\uff01\n]{{0,20}}(?:{_CODE_OBJECTS})"
+    rf"|(?:{_CODE_OBJECTS})[^\u3002\uff1f\uff01\n]{{0,20}}(?:写|書いて|作って|작성|짜)",
+    re.IGNORECASE,
+)
 
 
 def is_code_request(subject: str) -> bool:
-    """Whether ``subject`` asks for code: a word for a piece of code and a verb of writing
-    or a programming language's name."""
-    return bool(_CODE_OBJECT_RE.search(subject) and _CODE_CUE_RE.search(subject))
+    """Whether ``subject`` asks for code (:data:`_CODE_REQUEST_RE`)."""
+    return bool(_CODE_REQUEST_RE.search(subject))
 
 
 def _memory_question(subject: str, *, semantic: bool) -> str | None:

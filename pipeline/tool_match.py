@@ -609,7 +609,7 @@ def _by_meaning(
             if reason:
                 choices.append(_likelier(profile.name, reason, embedded, pending))
     # One choice per tool (two neighbours may give way to the same likelier tool).
-    return list({c.name: c for c in choices if c.name}.values())
+    return list({c.name: c for c in choices}.values())
 
 
 def _likelier(
@@ -617,15 +617,17 @@ def _likelier(
 ) -> ToolChoice:
     """The choice of ``name`` by its nearest example, or, when another tool's regression
     finds the message clearly likelier (at least :data:`SWAP_MIN_PROBABILITY` and above
-    ``name``'s), that tool if it is among ``pending`` (enabled, not yet chosen), else no
-    tool (an empty name): the neighbour says a tool is wanted, the regression which one
-    ("remember that, my new address is …" is a save, not a lookup)."""
+    ``name``'s) and that tool is among ``pending`` (enabled, not yet chosen), that tool:
+    the neighbour says a tool is wanted, the regression which one ("remember that, my new
+    address is …" is a save, not a lookup). A likelier tool the instance lacks (or one
+    chosen already) changes nothing: the regression is less sure than the neighbour that
+    no tool is wanted."""
     likely = embedded.likely if embedded is not None else {}
-    if not likely:
-        return ToolChoice(name, reason)
-    best = max(likely, key=lambda tool: likely[tool])
-    if best == name or likely[best] < max(SWAP_MIN_PROBABILITY, likely.get(name, 0.0)):
-        return ToolChoice(name, reason)
-    if best in {p.name for p in pending}:
+    best = max(likely, key=lambda tool: likely[tool]) if likely else name
+    if (
+        best != name
+        and likely[best] >= max(SWAP_MIN_PROBABILITY, likely.get(name, 0.0))
+        and best in {p.name for p in pending}
+    ):
         return ToolChoice(best, f"likelier than {name} ({likely[best]:.2f}; {reason})")
-    return ToolChoice("", reason)
+    return ToolChoice(name, reason)
