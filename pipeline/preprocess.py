@@ -189,7 +189,7 @@ _SHORT_MESSAGES: dict[str, str] = {
     "yeah|please|bye|goodbye|good morning|good night|sorry|great|continue|go on|more|why|"
     "tell me more",
     "de": "danke|danke schön|dankeschön|vielen dank|danke sehr|bitte|hallo|guten morgen|"
-    "guten tag|guten abend|gute nacht|tschüss|nein|genau|weiter|mehr|warum|"
+    "guten tag|guten abend|gute nacht|tschüss|nein|genau|weiter|mehr|warum|gerne|nein danke|"
     "entschuldigung|servus|moin",
     "fr": "merci|merci beaucoup|bonjour|bonsoir|salut|oui|non|s'il te plaît|"
     "s'il vous plaît|au revoir|pourquoi|d'accord|bonne nuit",
@@ -198,12 +198,12 @@ _SHORT_MESSAGES: dict[str, str] = {
     "it": "grazie|grazie mille|ciao|buongiorno|buonasera|buonanotte|sì|per favore|perché|"
     "prego|arrivederci",
     "pt": "obrigado|obrigada|muito obrigado|muito obrigada|olá|oi|bom dia|boa noite|"
-    "por favor|sim|tchau|adeus",
-    "nl": "dank je|dank u|dankjewel|bedankt|hallo|goedemorgen|doei|nee",
-    "sv": "tack|tack så mycket|hej|hej då",
-    "da": "mange tak|tak|hej",
-    "no": "takk|tusen takk|hei|ha det",
-    "fi": "kiitos|moi|hei|kyllä",
+    "por favor|sim|tchau|adeus|claro|beleza|valeu",
+    "nl": "dank je|dank u|dankjewel|bedankt|hallo|goedemorgen|doei|nee|graag|nee dank je",
+    "sv": "tack|tack så mycket|hej|hej då|nej|nej tack|ja tack",
+    "da": "mange tak|tak|hej|nej|nej tak|ja tak",
+    "no": "takk|tusen takk|hei|ha det|nei|nei takk|ja takk",
+    "fi": "kiitos|moi|hei|kyllä|ei kiitos",
     "pl": "dziękuję|dzięki|cześć|dzień dobry|proszę|tak",
     "cs": "děkuji|díky|dobrý den|ahoj",
     "tr": "teşekkürler|teşekkür ederim|sağol|sağ ol|merhaba|evet|hay\u0131r|tamam",
