@@ -245,6 +245,7 @@ class _Vectors:
         self._warming: threading.Thread | None = None
         # Per stack of texts, the tools' logistic regressions (name -> weights, bias last).
         self._models: dict[frozenset[tuple[str, str]], dict[str, Any]] = {}
+        self._by_texts: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, Any]] = {}
         self._training: threading.Thread | None = None
         self.available = True
 
@@ -310,13 +311,24 @@ class _Vectors:
         rows of ``matrix`` (the vectors of ``texts``, each labelled with its tool's name or
         "" for the no-tool class); None while they are trained in a background thread
         (``wait=False``)."""
+        with self._lock:
+            # Asked with the same texts on every message: found by them first (a tuple of
+            # strings hashes from their cached hashes).
+            found = self._by_texts.get((texts, labels))
+            if found is not None:
+                return found
         # The same labelled texts in another order (another instance's enabled tools
         # first) share one model.
         key = frozenset(zip(labels, texts, strict=True))
         with self._lock:
             found = self._models.get(key)
-            if found is not None or (not wait and self._training_alive()):
+            if found is not None:
+                self._by_texts[(texts, labels)] = found
+                while len(self._by_texts) > MODEL_CACHE_SIZE:
+                    self._by_texts.pop(next(iter(self._by_texts)))
                 return found
+            if not wait and self._training_alive():
+                return None
             if not wait:
                 self._training = threading.Thread(
                     target=self._train,
