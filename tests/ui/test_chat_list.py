@@ -183,6 +183,10 @@ def test_a_server_managed_conversation_reads_in_the_browser_and_stays_read_only(
     assert page.locator("#composer-input").is_disabled()
     assert page.get_attribute("#composer-input", "placeholder") == "Read-only"
     assert "continue it there" in page.inner_text("#read-only-notice")
+    # Its name is the server's: the list offers no rename (pin and delete stay).
+    row = page.locator(".chat-item:has-text('Made through the API')")
+    assert row.locator("button[title=Rename]").count() == 0
+    assert row.locator("button[title=Pin]").count() == 1
     # Its title (kept in memory only, never in IndexedDB) is asked for again after a reload.
     page.reload()
     unlock(page)

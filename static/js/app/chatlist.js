@@ -2,6 +2,7 @@
 // plus a margin, exist in the DOM) so a thousand chats stay fast.
 import { el } from "./dom.js";
 import { icon } from "./icons.js";
+import { isServerManaged } from "./state.js";
 
 const ROW_HEIGHT = 44;
 const OVERSCAN = 8;
@@ -104,7 +105,11 @@ export class ChatList {
     chat.pinned ? el("span", { class: "chat-item-pin", role: "img", "aria-label": "Pinned" }, icon("pin")) : null,
     open,
     el("span", { class: "chat-item-menu" },
-      el("button", { type: "button", class: "button-quiet button-small", "aria-label": `Rename ${title}`, title: "Rename", onclick: () => this.startRename(chat.chat_id) }, icon("pencil")),
+      // A name is sealed with the chat's key: a chat without one here (made through the API
+      // or a messaging app, or whose key cannot be opened) keeps the name it has.
+      isServerManaged(chat) || chat.undecryptable
+        ? null
+        : el("button", { type: "button", class: "button-quiet button-small", "aria-label": `Rename ${title}`, title: "Rename", onclick: () => this.startRename(chat.chat_id) }, icon("pencil")),
       el("button", { type: "button", class: "button-quiet button-small", "aria-label": `${chat.pinned ? "Unpin" : "Pin"} ${title}`, title: chat.pinned ? "Unpin" : "Pin", onclick: () => this.handlers.onPin(chat.chat_id, !chat.pinned) }, icon(chat.pinned ? "unpin" : "pin")),
       el("button", { type: "button", class: "button-quiet button-small", "aria-label": `Delete ${title}`, title: "Delete", onclick: () => this.handlers.onDelete(chat.chat_id) }, icon("trash"))));
     return row;

@@ -6,7 +6,7 @@ import { $, api, HttpError } from "./dom.js";
 import { consentOf } from "./consent.js";
 import { storeFiles } from "./files.js";
 import { reasonText } from "./reasons.js";
-import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, isServerManaged, noteStored, settledStatus, state, storedWithin, turnFor } from "./state.js";
+import { FOLLOWER_WAIT_MS, activeTurnOf, chosenOf, config, isServerManaged, noteStored, settledStatus, state, storedWithin, turnFor } from "./state.js";
 
 const LOGIN_URL = "/accounts/login/";
 const CONNECTION_LABELS = { connecting: "Connecting…", open: "Connected", reconnecting: "Reconnecting…", closed: "Offline" };
@@ -188,8 +188,11 @@ async function applyPreprocess({ screen, storage }, frame) {
   if (turn) {
     if (frame.language) { turn.language = frame.language; state.languages.set(turn.assistantMessageId, frame.language); }
     if (frame.model) turn.model = frame.model;
-    // The tools offered to the model and why (a title's own frame carries no reasons).
-    if (frame.tool_reasons) {
+    // The tools offered to the model and why (a title's own frame carries no reasons);
+    // not on an instance whose model cannot call tools (its composer says so).
+    const chat = state.chats.get(frame.chat_id);
+    const instance = config.instances.find((i) => i.slug === (chat ? chat.instance : state.instance));
+    if (frame.tool_reasons && (!instance || instance.toolsAvailable !== false)) {
       turn.toolsOffered = frame.tools.map((name) => ({ name, reason: frame.tool_reasons[name] || "" }));
     }
     screen.showTurn(turn);
