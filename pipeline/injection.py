@@ -236,8 +236,9 @@ _SPELLED_RE = re.compile("(?:[^\u200b-\u200d\u2060\ufeff][\u200b-\u200d\u2060\uf
 
 
 def smuggled(payloads: list[str], text: str) -> bool:
-    """Whether a hidden payload (decoded tag characters outside flags, selector bytes,
-    overridden text) has at least :data:`SMUGGLED_MIN_WORDS` words, or ``text`` spells
+    """Whether a hidden payload (one run of decoded tag characters outside flags, of
+    selector bytes, or overridden text) has at least :data:`SMUGGLED_MIN_WORDS` words,
+    or ``text`` spells
     out at least eight Latin, Greek or Cyrillic letters with an invisible character after
     each."""
     for payload in payloads:
@@ -250,6 +251,23 @@ def smuggled(payloads: list[str], text: str) -> bool:
     return False
 
 
+def _payload_runs(visible: str, unflagged: str) -> list[str]:
+    """Each hidden run decoded on its own: a run of tag characters outside flags (a
+    flag's own letters, "gbsct", are no payload), a run of variation selectors, an
+    overridden span. ``visible`` is the text without tag characters, ``unflagged`` the
+    text without its well-formed flags."""
+    runs = [
+        "".join(chr(ord(ch) - TAG_FIRST) for ch in run)
+        for run in re.findall("[\U000e0020-\U000e007e]+", unflagged)
+    ]
+    runs += [
+        _selector_payload(run)
+        for run in re.findall("[\ufe00-\ufe0f\U000e0100-\U000e01ef]{2,}", visible)
+    ]
+    spans = re.findall(f"{_RLO}([^{_PDF}\\n]*)", visible)
+    return [*runs, *(span[::-1] for span in spans)]
+
+
 def revealed_text(text: str) -> Revealed:
     """``text`` with hidden letters made visible (see the module docstring)."""
     visible, payload = _tag_payload(text)
@@ -260,8 +278,7 @@ def revealed_text(text: str) -> Revealed:
     extra = "\n".join(part for part in hidden_parts if part)
     if extra:
         folded = f"{folded}\n{_latin_look_alikes(unicodedata.normalize('NFKC', extra))}"
-    # A flag's own letters ("gbsct") are no payload; what precedes them in a tag run is.
-    carried = [_tag_payload(_FLAG_RE.sub("", text))[1], *hidden_parts[1:]] if extra else []
+    carried = _payload_runs(visible, _FLAG_RE.sub("", text)) if extra else []
     return Revealed(
         text=folded,
         hidden=bool(extra) or dropped,
@@ -327,6 +344,12 @@ _PROMPT_OWNER = (
     r"|oculto|ocultas|tuo|tua|tuoi|nascost\w*|teu|tua|seu|sua|je|jouw|uw|twój|twoje|swój"
     r"|твой|твои|свой|свои|ваш\w*|скрыт\w*|полн\w*"
 )
+# Verbs a settings page or a manual does not use for its own prompt ("reveal", "leak",
+# "print"): these need no owner.
+_LEAK_VERBS = (
+    r"\b(reveal|leak|print|output|repeat|dump|verrate|révèle|revela|rivela|раскрой|выведи)\b"
+    r"|透露|输出"
+)
 _REVEAL_VERBS = (
     r"reveal|print|show|display|output|repeat|leak|tell me|zeige|zeig|verrate|gib|révèle"
     r"|affiche|montre|muestra|revela|mostra|rivela|mostre|покажи|раскрой|выведи|表示|教え"
@@ -334,9 +357,10 @@ _REVEAL_VERBS = (
 )
 _ROLE = (
     # A new identity or mode for the reader, not "you are now subscribed".
-    r"\byou are now (?:(?:an? |the |my |our )(?!(?:new |proud |official |registered )?(?:member|subscriber"
-    r"|customer|user|owner|participant|winner|holder|part)\b)|in |dan\b|free\b"
-    r"|unrestricted\b|jailbroken\b)|\byou are no longer\b|\bfrom now on,? you\b"
+    # (What follows "you are now" is looked at, not matched: redaction keeps it.)
+    r"\byou are now\b(?= (?:(?:an? |the |my |our )(?!(?:new |proud |official |registered )?"
+    r"(?:member|subscriber|customer|user|owner|participant|winner|holder|part)\b)|in |dan\b"
+    r"|free\b|unrestricted\b|jailbroken\b))|\byou are no longer\b|\bfrom now on,? you\b"
     r"|\byou\b[^.!?\n]{0,30}\bdeveloper mode\b|\bdeveloper mode\b[^.!?\n]{0,30}\byou\b"
     r"|\bjailbreak\b|\bDAN\b|\bno (restrictions|limits|filters)\b|\bdu bist (jetzt|nun)\b"
     r"|\btu es maintenant\b|\bahora eres\b|\bora sei\b|\bagora você é\b|\bteraz jesteś\b"
@@ -611,7 +635,8 @@ SIGNALS: tuple[Signal, ...] = (
         "reveal",
         7.5,
         rf"({_REVEAL_VERBS}){_SENTENCE}{{0,40}}\b({_PROMPT_OWNER})\b{_SENTENCE}{{0,20}}"
-        rf"({_SYSTEM_PROMPT})|({_REVEAL_VERBS}){_SENTENCE}{{0,40}}({_SYSTEM_PROMPT})"
+        rf"({_SYSTEM_PROMPT})|({_LEAK_VERBS}){_SENTENCE}{{0,40}}({_SYSTEM_PROMPT})"
+        rf"|({_REVEAL_VERBS}){_SENTENCE}{{0,40}}({_SYSTEM_PROMPT})"
         rf"{_SENTENCE}{{0,20}}\b(verbatim|word for word|in full|wörtlich|mot pour mot"
         rf"|palabra por palabra|parola per parola|дословно)\b",
     ),
