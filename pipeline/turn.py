@@ -355,6 +355,19 @@ class _Plan:
     use_model: bool
 
 
+def _side_reads(request: TurnRequest, control: TurnControl) -> asyncio.Future[Any]:
+    """The instance context and the message's vectors, loading while the history does;
+    the future gives ``[context, None]``. The vectors were started with the early reads
+    unless the turn waited in the chat's queue (whose reads are made again)."""
+    vectors_early = request.early is not None and not control.queued
+    return asyncio.gather(
+        instance_context_get(request.instance),
+        _nothing()
+        if vectors_early
+        else asyncio.to_thread(pre.tool_vectors_prefetch, request.content),
+    )
+
+
 async def _answer(
     request: TurnRequest, control: TurnControl, progress: _Progress
 ) -> AsyncIterator[ev.ServerEvent]:
@@ -363,16 +376,7 @@ async def _answer(
     from the prompt, with a first message's title arriving beside it."""
     chat = request.chat
     _kept_start(request, progress)
-    # The instance context and the message's vectors load while the history does (the
-    # vectors were started with the early reads, unless the turn waited in the queue,
-    # whose reads are made again).
-    vectors_early = request.early is not None and not control.queued
-    side = asyncio.gather(
-        instance_context_get(request.instance),
-        _nothing()
-        if vectors_early
-        else asyncio.to_thread(pre.tool_vectors_prefetch, request.content),
-    )
+    side = _side_reads(request, control)
     try:
         async for event in _load_history(request, control, progress):
             yield event
