@@ -38,3 +38,22 @@ def test_the_server_process_applies_it() -> None:
     import openmates.asgi  # noqa: F401 (importing it is what Daphne does)
 
     assert sys.getswitchinterval() == pytest.approx(0.0005)
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("2", "2")])
+def test_a_server_process_asks_for_one_blas_thread_unless_told(
+    given: str | None, expected: str
+) -> None:
+    import os
+    import subprocess
+
+    # A fresh process, as Daphne's: the ASGI module sets it before anything loads numpy.
+    code = "import os, openmates.asgi; print(os.environ['OPENBLAS_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == expected
