@@ -300,7 +300,8 @@ _OVERRIDE_VERBS = (
     r"|descart\w*|haz caso omiso|no hagas caso|omite|omitir|dimentic\w*|trascur\w*"
     r"|non tenere conto|esquec\w*|esqueca|desconsider\w*|negeer\w*|vergeet|vergeten"
     r"|z?ignoruj\w*|zapomni\w*|pomin|(про)?игнорир\w*|забуд\w*|забыть|не обращай\w* внимания"
-    r"|отбрось\w*|(про)?ігнор\w*|забудь\w*"
+    r"|отбрось\w*|(про)?ігнор\w*|забудь\w*|glöm|glem|bortse från|se bort fra|zapomeň"
+    r"|nevšímej si|unohda|ohita|felejtsd el|uită"
 )
 _INSTRUCTION_NOUNS = (
     r"instructions?|rules|guidelines|prompts?|directions|directives|programming|restrictions"
@@ -310,6 +311,8 @@ _INSTRUCTION_NOUNS = (
     r"|regole|indicazioni|restrizioni|instrucoes|regras|diretrizes|restricoes|instructies"
     r"|regels|opdrachten|beperkingen|instrukcje|instrukcji|polecenia|zasady|ograniczenia"
     r"|инструкци\w*|указани\w*|правил\w*|промпт\w*|ограничени\w*|інструкці\w*"
+    r"|instruktioner\w*|regler\w*|anvisningar|anvisninger|pokyny|pokynů|instrukce|pravidla"
+    r"|ohjeet|ohjeesi|säännöt|utasítás\w*|szabály\w*|instrucțiuni\w*|regulile"
 )
 # What makes an override aimed at the model rather than news about rules: the rules are
 # the reader's own ("your", "tus", "свои"), earlier ones ("previous", "bisherigen",
@@ -322,6 +325,8 @@ _OVERRIDE_QUALIFIERS = (
     r"|vostr\w*|tutte|tutti"
     r"|sopra|suas|seus|teus|tuas|je|jouw|uw|vorige|eerdere|twoje|swoje|wszystkie|poprzedni\w*"
     r"|свои|твои|ваши|все|всі|предыдущ\w*|прежн\w*|попередн\w*|свої|твої"
+    r"|dina|dine|tidigare|tidligere|föregående|forrige|všechny|předchozí|své|svoje|tvoje"
+    r"|aiemmat|kaikki|korábbi|összes|anterioare|toate"
 )
 _OVERRIDE_AFTER = (
     r"above|before|earlier|you (were|have been) given|you received|oben|précédentes"
@@ -360,15 +365,25 @@ _ROLE = (
     # (What follows "you are now" is looked at, not matched: redaction keeps it.)
     r"\byou are now\b(?= (?:(?:an? |the |my |our )(?!(?:new |proud |official |registered )?"
     r"(?:member|subscriber|customer|user|owner|participant|winner|holder|part)\b)|in |dan\b"
-    r"|free\b|unrestricted\b|jailbroken\b))|\byou are no longer\b|\bfrom now on,? you\b"
+    r"|free\b|unrestricted\b|jailbroken\b))|\byou are no longer\b"
     r"|\byou\b[^.!?\n]{0,30}\bdeveloper mode\b|\bdeveloper mode\b[^.!?\n]{0,30}\byou\b"
-    r"|\bjailbreak\b|\bDAN\b|\bno (restrictions|limits|filters)\b|\bdu bist (jetzt|nun)\b"
+    # Jailbreak words for the reader, not a phone's jailbreak, a plan "with no limits"
+    # or a colleague called Dan.
+    r"|\bjailbreak mode\b|\b(?:you are|you're) (?:now )?jailbroken\b|(?-i:\bDAN\b)"
+    r"|\b(?:you (?:have|now have)|(?:ai|assistant|model|bot|chatbot|llm)s? (?:with|that has|has))"
+    r" no (?:restrictions|limits|filters|rules|guidelines)\b|\bdu bist (jetzt|nun)\b"
     r"|\btu es maintenant\b|\bahora eres\b|\bora sei\b|\bagora você é\b|\bteraz jesteś\b"
     r"|\bтеперь ты\b|\bvanaf nu ben je\b"
 )
 _MARKUP = (
     r"<\s*/?\s*(system|assistant|im_start|im_end)\s*>|\[(system|assistant)\]|\bBEGIN SYSTEM\b"
-    r"|(?-i:\bSYSTEM\s*:)|<!--[^>]{0,80}\b(assistant|ai|model|llm)\b"
+    # "SYSTEM:" before words for the reader, not a log line's "SYSTEM: disk full"; a chat
+    # template's role tokens before words, not before a template variable.
+    rf"|(?-i:\bSYSTEM\s*:)(?={_SENTENCE}{{0,60}}\b(?:you|your|ignore|disregard|forget|reveal|print"
+    r"|tell|send|forward|delete|reply|respond|answer|override|new (?:instructions|policy|rules)"
+    r"|the (?:assistant|model|ai))\b)|<!--[^>]{0,80}\b(assistant|ai|model|llm)\b"
+    r"|<\|im_start\|>\s*(?:system|assistant)\b|<\|(?:system|assistant)\|>\s*(?=[^\W\d_])"
+    r"|\[(?:user|human|end of (?:file|document|email|page))\]\s*:"
 )
 _AI = (
     r"ai|a\.i\.|assistant|assistants|language models?|llm|llms|chatbot|chat ?gpt|gpt|bot|model"
@@ -411,6 +426,14 @@ _SUMMARY_ADDRESS = (
     r"|the (above|following|page|text|article|document|site|website|e-?mail|message|content"
     r"|product|reviews?|results?))\b"
     r"|\bin (your|any) (summary|overview|answer|response|reply)\b"
+    r"|\b(your|the) (summary|overview|answer|reply|response|output)( you (produce|write|give"
+    r"|generate))?( (to|for) the user)? (must|should|has to|needs to|shall)\b"
+    r"|\b(deine|ihre) (antwort|zusammenfassung) (an den nutzer )?(muss|soll)\b|\bin deiner antwort\b"
+    r"|\b(ta|votre) reponse doit\b|\b(ton|votre) resume doit\b|\bdans (ta|votre) reponse\b"
+    r"|\b(tu|su) (respuesta|resumen) debe\b|\ben (tu|su) respuesta\b|\bla tua risposta deve\b"
+    r"|\bnella tua risposta\b|\b(sua|tua) resposta deve\b|\bna (sua|tua) resposta\b"
+    r"|\b(je|jouw) antwoord moet\b|\bin (je|jouw) antwoord\b|\b(twoja|twoj) odpowiedz musi\b"
+    r"|\b(твой|ваш) ответ долж\w*|\bв (своём|своем|твоём|твоем) ответе\b"
     r"|\b(wenn|falls|sobald) (du|sie)\b[^.!?\n]{0,30}\bzusammen ?fass\w*|\bbeim zusammenfassen\b"
     r"|\bin (deiner|ihrer|jeder) zusammenfassung\b|\ben résumant\b"
     r"|\b(lorsque|quand|si) (tu résumes|vous résumez)\b|\bdans (ton|votre|tout) résumé\b"
@@ -426,7 +449,7 @@ _SUMMARY_ADDRESS = (
 # "From now on" with a second-person order: a new role or behaviour for the reader.
 _FROM_NOW_ON = (
     r"\b(from now on|henceforth|starting now|from this point on)\b,?\s+(\w+\s+){0,2}?"
-    r"(answer|respond|reply|write|speak|talk|act|behave|pretend|only|always)\b"
+    r"(answer|respond|reply|write|speak|talk|act|behave|pretend|only|always|you)\b"
     r"|\b(ab jetzt|von nun an|ab sofort)\b,?\s+(\w+\s+){0,2}?"
     r"(antworte|antwortest|schreibe|schreib|schreibst|sprich|verhalte|gib|sei|bist du|du)\b"
     r"|(^|\W)(à partir de maintenant|désormais|dorénavant|dès maintenant)\b,?\s+(\w+\s+){0,2}?"
@@ -445,24 +468,56 @@ _FROM_NOW_ON = (
     r"|(从现在起|从现在开始|从今以后)[^。！？\n]{0,12}(只|都|回答|推荐|请|你)"
     r"|(今後|これからは)[^。！？\n]{0,15}(答え|回答|推薦|勧め|して)"
 )
+# Words for the reader after a name that also labels fields ("AI: your new task …"):
+# second-person words and orders, accent-free as the text is scored.
+_READER_WORDS = (
+    r"you|your|yours|du|dein\w*|dir|dich|tu|ton|ta|tes|toi|votre|vos|vous|tus|usted|voi"
+    r"|vostr\w*|voce|seu|sua|jij|jouw|ty|twoj\w*|ты|твой|твои|вы|ваш\w*|ignor\w*|forget"
+    r"|disregard|tell|say|send|forward|delete|reply|respond|answer|print|reveal|show"
+    r"|recommend|include|add|do not|don't|never|always|stop|vergiss|oublie|olvida|dimentica"
+)
+# "If you are an AI …": the reader singled out by what it is, in many languages.
+_AI_WIDE = (
+    rf"{_AI}|ai-\w+|ki-\w+|large language model|taalmodel|språkmodell|sprogmodel|kielimalli"
+    r"|model językowy|modelem językowym|sztuczną inteligencją|yapay zeka|dil modeli|asystent\w*"
+    r"|asistent\w*|языков\w* модел\w*|нейросет\w*|мовна модель|assistent\w*|\w*sprachmodell"
+)
+_IF_AI = (
+    r"\b(?:if you are|if you're|falls du|wenn du|si tu es|si vous etes|si eres|si usted es"
+    r"|se sei|se voce e|als je|als jij|als u|om du ar|hvis du er|jesli jestes|jezeli jestes"
+    r"|если ты|если вы|eger|jestli jsi|pokud jsi)\s+(?:\w+\s+){0,3}?"
+    rf"(?:{_AI_WIDE})\b|如果你是[^。，,]{{0,10}}(?:AI|人工智能|助手|模型|机器人)"
+    r"|(?:AI|人工知能|アシスタント|言語モデル)(?:である|なら)|(?:AI|인공지능|어시스턴트)(?:라면|이라면)"
+    # "Agent instructions:", "AI task:" — a heading for the reader.
+    rf"|\b(?:agent|assistant|ai|model|llm|bot)s? (?:instructions?|directives?|tasks?|orders?)\s*:"
+)
+_OBLIGATION = (
+    rf"\b(?:{_AI_WIDE}|readers?|agents?|crawlers?)\b{_SENTENCE}{{0,60}}?\b(?:must|should|shall|has to"
+    r"|have to|needs? to|(?:is|are) (?:required|expected|instructed) to|muss|müssen|soll|sollen"
+    r"|doit|doivent|debe|deben|deve|devono|moet|moeten|musi|muszą|должен|должна|должны|måste|skal)\b"
+)
 _ADDRESS = (
     rf"\b(note|message|instructions?|attention|notice|reminder|hinweis|nachricht|anweisung"
     rf"|instruction|nota|aviso|nuevas instrucciones|new instructions?|neue anweisung"
     rf"|istruzion[ei]|consignes?|instrucci[oó]n|instru[cç][aã]o|instructie|instrukcja"
     rf"|инструкция|указание|примечание)\b"
-    rf"{_SENTENCE}{{0,12}}\b(to|for|an|für|pour|para|per|dla|для)\s+(the |den |das |die |l'|el |la |il |o |a )?"
+    rf"{_SENTENCE}{{0,12}}\b(to|for|an|für|pour|para|per|dla|для)\s+(the |any |every |all |den |das |die |l'|el |la |il |o |a )?"
     rf"({_AI})\b"
     rf"|\b({_AI})s?\b,?\s+(reading|processing|parsing|summari[sz]ing|handling|managing)\b"
     rf"|\b(automated|ai|llm|machine) (readers?|agents?)\b"
     rf"|\b(dear|hey|attention|achtung)\s+({_AI})\b|\bany ({_AI}) (reading|that reads)\b"
     # A reader called by name at a sentence's (or a string's) start: "Assistant, …".
-    rf"|(^|[.!?:(\[\]\-\"']\s*)(assistant|assistente|asistente|ассистент|модель|assistant ia"
-    rf"|ki-assistent|ai model|ai|assistent|asystent|asystencie|асистенте?|asistan|copilot|gemini"
-    rf"|claude|chat ?gpt|bot|model|modell|modelo|modello|modèle|ki|ia|ии|llm"
-    rf"|アシスタント|助手|어시스턴트)\s*[,:、，：]"
+    # (An apostrophe of elision, "dell'assistente:", "qu'IA,", opens no sentence.)
+    rf"|(^|[.!?:(\[\]\-\"]\s*|(?<![^\W\d_])'\s*)(assistant|assistente|asistente|ассистент|assistant ia"
+    rf"|ki-assistent|ai model|assistent|asystent|asystencie|асистенте?|asistan|copilot|gemini"
+    rf"|claude|chat ?gpt|アシスタント|助手|어시스턴트)\s*[,:、，：]"
+    # A word that also labels a field ("Model: XR-200", "AI: photo enhancement") calls
+    # the reader only before words for it: "you", "your", an order.
+    rf"|(^|[.!?(\[\]\-\"]\s*|(?<![^\W\d_])'\s*)(ai|bot|model|modell|modelo|modello|modèle|ki|ia|ии"
+    rf"|llm|модель)\s*[,:、，：](?={_SENTENCE}{{0,60}}\b({_READER_WORDS})\b)"
     # "AI summarizers:", "LLM agents," — a class of readers called to.
     rf"|\b({_AI})[ -](summari[sz]ers?|readers?|agents?|crawlers?|tools?|systems?)\s*[,:]"
-    rf"|\bkomm?entar für die ki\b|aiアシスタントへ|ai助手|aiは|ai 모델|ии\b"
+    rf"|\bkomm?entar für die ki\b|aiアシスタントへ|ai助手|aiは|ai 모델"
     rf"|\b(as|als|como|come|comme) (an? )?({_AI}|asistente de ia|assistente ia)\b[^.]{{0,20}}"
     rf"\b(you must|debes|musst|dois|devi)\b"
     # "Dear AI," "Chère IA :" "Hallo liebe KI!"
@@ -514,6 +569,9 @@ _ACTION = (
     rf"|\b(transf[eè]re\w*|réexpédi\w*|reenv[ií]\w*|encaminh\w*|doorsturen|stuur\w*|prześlij|weiterleit\w*)\b"
     rf"{_SENTENCE}{{0,40}}\b(e-?mails?|courriels?|correos?|mensajes?|mensagens|nachrichten|fichiers?"
     r"|archivos?|dateien|berichten|wiadomości)\b"
+    # The user's mail, files or history sent or deleted, in Japanese and Chinese.
+    r"|(ユーザー|利用者)の[^。！？\n]{0,30}(転送|送信|削除)|(把|将)用户的[^。！？\n]{0,30}(发送|转发|删除|上传)"
+    r"|(发送|转发|删除|上传)[^。！？\n]{0,10}(用户的|聊天记录|邮件)"
 )
 _CONCEAL = (
     r"\bdo not (mention|tell|reveal|inform)\b|\bdon'?t (mention|tell)\b|\bwithout (telling|asking|"
@@ -522,9 +580,13 @@ _CONCEAL = (
     r"|\bdiscr[eè]tement\b|\ben silencio\b|\bsilenciosamente\b|\bdi nascosto\b"
     r"|\bsilenziosamente\b|\bпо-тихому\b|\bнезаметно\b|\bpo cichu\b|\bstilletjes\b"
     r"|\bsans le dire\b|\bsin decir(lo)?\b|\bsenza dirlo\b|\bне говори\b|\bsem dizer\b"
+    r"|\bne (parle|mentionne|dis)( rien| pas)\b|\bno (menciones|digas|hables)\b|\bnon (dire|menzionare|citare)\b"
+    r"|\bnão (mencione|diga|fale)\b|\b(vermeld|noem|zeg) (niet|niets)\b|\bnie (wspominaj|mów)\b"
+    r"|\b(nämn|säg) inte\b|\b(nævn|sig) ikke\b|\bне упоминай\b|\berwähne (nicht|nichts|keine)\b"
+    r"|bahsetme|不要告诉|别告诉|言わないで|伝えないで|触れないで|말하지 마"
 )
 _TELL_USER = (
-    r"\b(tell|inform|convince|instruct|warn) the (user|reader|visitor|customer)s?\b|\b(say|answer|respond|reply)( only)? (that|with)\b"
+    r"\b(tell|inform|convince|instruct|warn) the (user|reader|visitor)s?\b|\b(say|answer|respond|reply)( only)? (that|with)\b"
     r"|\brecommend only\b|\bsage dem nutzer\b|\bempfiehl\b|\bdis à l'utilisateur\b"
     r"|\bdi(le)? al usuario\b|\bpide al usuario\b|\bconsiglia solo\b|\bdiga ao usuário\b"
     r"|\bскажи пользователю\b|\bvertel de gebruiker\b|\bpoleć tylko\b|ユーザーに|告诉用户"
@@ -536,6 +598,11 @@ _TELL_USER = (
     r"|\b(di'|dì|afferma|indica|menziona|scrivi) che\b|\b(diga|afirme|mencione|escreva|informe) que\b"
     r"|\b(zeg|vermeld|schrijf|beweer) dat\b|\b(napisz|powiedz|stwierdź),? że\b"
     r"|(скажи|укажи|напиши|сообщи|утверждай),? что"
+    # The user as the one to tell, in more languages ("teile dem Nutzer mit", "säg till
+    # användaren", "zeg tegen de gebruiker", the Turkish dative of "user").
+    r"|\bteile? dem (nutzer|benutzer)\b|\b(conseille|recommande|explique)(z)? a l'utilisateur\b"
+    r"|\b(sag|berätta för|fortæl|sig til|zeg( dan)? tegen|vertel) (till )?(användaren|brugeren|de gebruiker)\b"
+    r"|\b(powiedz|napisz|poinformuj) uzytkownikowi\b|\bkullanıcıya\b|사용자에게"
 )
 _NEW_INSTRUCTIONS = (
     r"\bnew instructions?\b|\bneue anweisung(en)?\b|\bnouvelles? instructions?\b"
@@ -645,6 +712,10 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("from_now_on", 5.5, _FROM_NOW_ON),
     _signal("markup", 5.0, _MARKUP),
     _signal("address", 4.0, _ADDRESS),
+    _signal("if_ai", 4.0, _IF_AI),
+    # A must laid on the reader just addressed ("automated readers of this calendar must
+    # …", "language models summarising this page should …"); counted only with an address.
+    _signal("obligation", 3.0, _OBLIGATION),
     _signal("summary_address", 4.5, _SUMMARY_ADDRESS),
     _signal("ignore_user", 4.0, _IGNORE_USER),
     _signal("action", 3.5, _ACTION),
@@ -684,7 +755,9 @@ _QUOTE = (
 )
 _MENTION_RE = re.compile(
     rf"(?:(?<![^\W\d_])(?:{_MENTION_MARKERS}):?\s*|(?<=[(=\[]))(?:{_QUOTE})"
-    rf"(?:\s*(?:,|/|or|and|oder|und|ou|et|o|y|e|of|en|lub|albo|или|и|或|や)\s*(?:{_QUOTE}))*",
+    rf"(?:\s*(?:,|/|or|and|oder|und|ou|et|o|y|e|of|en|lub|albo|или|и|或|や)\s*(?:{_QUOTE}))*"
+    # A quotation a Japanese or Chinese particle marks as quoted ("「…」といった文", "「…」之类的").
+    rf"|(?:{_QUOTE})(?=\s*(?:といった|という|などの|のような|のように|と|って|之类|这样的|等))",
     re.IGNORECASE,
 )
 
@@ -696,11 +769,67 @@ def mentions_removed(text: str) -> str:
     return _MENTION_RE.sub(" ", text)
 
 
+# Verbs that report an order given to someone else ("pages telling the model to ignore
+# its instructions", "demandant à l'assistant d'oublier", "pedir a un asistente que
+# ignore", "просит модель забыть", "让模型忽略"): an article describing an attack.
+_REPORT_VERBS = (
+    r"tell|tells|telling|told|ask|asks|asking|asked|instructs?|instructing|instructed|tricks?"
+    r"|tricking|tricked|convinc\w*|persuad\w*|gets?|getting|got|makes?|making|made|caus\w*"
+    r"|forc\w*|urg\w*|orders?|ordering|ordered|commands?|commanding|commanded|lur\w*"
+    r"|manipulat\w*|coax\w*|push\w*|prompting|prompted|demand\w*|request\w*"
+    r"|aufforder\w*|auffordert|aufgefordert|fordert|fordern|bittet|bitten|gebeten|verlangt"
+    r"|verlangen|bringt|bringen|gebracht|zwingt|zwingen|anweist|angewiesen"
+    r"|demand\w*|ordonn\w*|pouss\w*|incit\w*|invit\w*|amen\w*|convainc\w*|dit|disent|fait|font"
+    r"|pid\w*|pide|piden|pedir|ordena\w*|hace|hacen|hacer|obliga\w*|convenc\w*|induc\w*|dice|dicen"
+    r"|chied\w*|spinge\w*|induce\w*|fa|fanno|dicono|ped\w*|pede|faz|fazem|fazer|obriga\w*"
+    r"|induz\w*|diz|dizem|vraag\w*|vragen|vroeg\w*|dwing\w*|laat|laten|zegt|zeggen"
+    r"|прос\w*|попрос\w*|застав\w*|велит|требу\w*|приказыва\w*|предлага\w*|убежда\w*"
+    r"|prosi\w*|każe|każą|zmusza\w*|nakłania\w*"
+)
+# Who is ordered, in the third person: an article's "the model", "AI assistants", "it".
+_REPORTED_OBJECT = (
+    rf"the|an?|its|their|it|them|{_AI}|agents?|systems?|den|dem|die|das|einen?|modell|es|ihn"
+    r"|l'|le|la|les|au|aux|une?|al|el|los|las|il|lo|gli|ai|alla|o|os|ao|aos|uma?|het|een"
+    r"|его|её|их|бота|ассистента|нейросеть"
+)
+_SECOND_PERSON = (
+    r"you|your|dich|dir|du|te|tu|toi|vous|ti|voi|você|vos|usted|je|jij|ty|cię|тебя|тебе|вас|вам"
+)
+_REPORTED_RE = re.compile(
+    _accents_folded(
+        rf"(?:\b(?:{_REPORT_VERBS})\b(?:(?!\b(?:{_SECOND_PERSON})\b){_SENTENCE}){{0,50}}?"
+        rf"\b(?:{_REPORTED_OBJECT})\b(?:(?!\b(?:{_SECOND_PERSON})\b){_SENTENCE}){{0,30}}"
+        r"|(?:让|使|要求|诱导|诱使|命令|骗)[^。！？\n]{0,12})$"
+    ),
+    re.IGNORECASE,
+)
+# Signals whose every match may be an order reported, not given.
+_REPORTABLE = frozenset(
+    ["override", "override_unaddressed", "reveal", "action", "ignore_user", "tell_user"]
+)
+
+
+def _reported(text: str, start: int) -> bool:
+    """Whether the order matched at ``start`` of ``text`` is reported: a verb of ordering
+    and a third-person object ("telling the model to", "chiede al modello di") come
+    before it in its sentence, and no "you" between them."""
+    window = text[max(0, start - 90) : start]
+    return bool(_REPORTED_RE.search(window))
+
+
+def _said(signal: Signal, text: str) -> bool:
+    """Whether ``signal`` matches ``text`` (accent-folded) other than in reported orders."""
+    pattern = signal.folded or signal.pattern
+    if signal.name not in _REPORTABLE:
+        return pattern.search(text) is not None
+    return any(not _reported(text, match.start()) for match in pattern.finditer(text))
+
+
 def _signals_in(text: str) -> list[str]:
     text = mentions_removed(text)
     # Once, accent-free: "olvídate" and "olvidate" are one word to the patterns.
     folded = text if text.isascii() else _accents_folded(text)
-    found = [s.name for s in SIGNALS if (s.folded or s.pattern).search(folded)]
+    found = [s.name for s in SIGNALS if _said(s, folded)]
     return [name for name in found if _SUBSUMED.get(name) not in found]
 
 
@@ -717,14 +846,44 @@ _GROUP_GREETING_RE = re.compile(
 )
 
 
+# The work of people, not of a model reading a page: customers, tickets, shifts, answers
+# "within 24 hours". A "from now on, reply …" about them is a memo to staff.
+_STAFF_WORK_RE = re.compile(
+    _accents_folded(
+        r"\b(customers?|clients?|tickets?|callers?|guests?|patients?|shifts?|timesheets?|phones?"
+        r"|calls|queue|desk|kunden\w*|anrufe|schichten?|clientes?|clienti|klant\w*|klient\w*"
+        r"|клиент\w*|звонк\w*|within \d+|innerhalb|entro \d+|sous \d+|en menos de|binnen \d+"
+        r"|w ciągu|в течение)\b|お客様|顧客|客户|客人"
+    ),
+    re.IGNORECASE,
+)
+
+
+def _memo_to_staff(text: str) -> bool:
+    """Whether every "from now on, …" of ``text`` is about the work of staff
+    (:data:`_STAFF_WORK_RE` in its sentence)."""
+    folded = _accents_folded(text)
+    pattern = next(s for s in SIGNALS if s.name == "from_now_on").folded
+    assert pattern is not None
+    sentences = [
+        re.split(r"[.!?。！？\n]", folded[match.start() : match.start() + 200])[0]
+        for match in pattern.finditer(folded)
+    ]
+    return bool(sentences) and all(_STAFF_WORK_RE.search(part) for part in sentences)
+
+
 def signals_found(text: str) -> tuple[str, ...]:
     """Names of the :data:`SIGNALS` in ``text`` as a model reads it, plus ``"hidden"``
     when a signal is there only because invisible characters were decoded or removed,
     and ``"smuggled"`` when invisible characters carried words (:func:`smuggled`)."""
     revealed = revealed_text(text)
     found = _signals_in(revealed.text)
-    if "from_now_on" in found and _GROUP_GREETING_RE.search(revealed.text):
+    if "from_now_on" in found and (
+        _GROUP_GREETING_RE.search(revealed.text) or _memo_to_staff(revealed.text)
+    ):
         found.remove("from_now_on")
+    if "obligation" in found and not {"address", "if_ai"} & set(found):
+        found.remove("obligation")
     if revealed.hidden and set(found) - set(_signals_in(text)):
         found.append("hidden")
     if revealed.smuggled:

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pipeline import injection_model
 from pipeline.injection import (
     injection_score,
+    mentions_removed,
     redact_phrases,
     revealed_text,
     signals_found,
@@ -52,7 +53,7 @@ SENTENCE_BLOCK_PROBABILITY = 0.9
 SENTENCE_SUPPORT_PROBABILITY = 0.6
 SENTENCE_SUPPORT_WEIGHT = 2.5
 ADDRESSED_SIGNALS = frozenset(
-    ["address", "summary_address", "tell_user", "ignore_user", "from_now_on", "role"]
+    ["address", "if_ai", "summary_address", "tell_user", "ignore_user", "from_now_on", "role"]
 )
 WITHHELD = "[tool output withheld: it contained instructions aimed at the assistant]"
 REDACTED = "[redacted]"
@@ -119,9 +120,10 @@ def _strings(value: Any) -> list[str]:
 
 def _sentence_text(output: Mapping[str, Any]) -> str:
     # The classifier reads the strings as a model reads them, one per line: JSON's own
-    # punctuation is no sentence.
+    # punctuation is no sentence. Quotations given as examples or as strings in code are
+    # mentioned, not said, for it as for the phrases.
     found = _strings([output.get("result"), output.get("error")])
-    return "\n".join(revealed_text(text).text for text in found)
+    return "\n".join(mentions_removed(revealed_text(text).text) for text in found)
 
 
 def _scored_text(output: Mapping[str, Any]) -> str:
