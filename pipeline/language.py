@@ -5,7 +5,7 @@ tell close languages apart (docs/architecture.md §6).
 :data:`SUPPORTED_LANGUAGES` are the languages the product answers in: py3langid is
 restricted to them, so a label outside them (a regional language the product does not
 offer) cannot come out. :func:`close_pair_language` settles the pairs py3langid confuses
-on short texts (Spanish/Portuguese, Swedish/Danish/Norwegian, Russian/Ukrainian/
+on short texts (Spanish/Portuguese/Catalan, Swedish/Danish/Norwegian, Russian/Ukrainian/
 Belarusian, Czech/Polish/Slovak) by letters or words only one of them writes.
 """
 
@@ -83,6 +83,62 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                 ]
             ),
         ),
+        # Catalan: è, ò, ï and the middle dot of "l·l" are written by neither Spanish nor
+        # Portuguese; its own spellings of the commonest words.
+        "ca": (
+            "èòï·",
+            frozenset(
+                [
+                    "amb",
+                    "però",
+                    "perquè",
+                    "molt",
+                    "molta",
+                    "molts",
+                    "això",
+                    "aquest",
+                    "aquesta",
+                    "avui",
+                    "demà",
+                    "vull",
+                    "puc",
+                    "pots",
+                    "tinc",
+                    "fer",
+                    "és",
+                    "són",
+                    "els",
+                    "dels",
+                    "pels",
+                    "què",
+                    "quan",
+                    "gràcies",
+                    "sisplau",
+                    "adéu",
+                    "ara",
+                    "jo",
+                    "ho",
+                    "hi",
+                    "ens",
+                    "meva",
+                    "teva",
+                    "també",
+                    "doncs",
+                    "estic",
+                    "sóc",
+                    "feina",
+                    "fa",
+                    "agradaria",
+                    "diu",
+                    "tothom",
+                    "quin",
+                    "quina",
+                    "quants",
+                    "quantes",
+                    "on",
+                ]
+            ),
+        ),
     },
     {
         "sv": (
@@ -132,6 +188,36 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "hjælpe",
                     "gøre",
                     "igen",
+                    "er",
+                    "og",
+                    "til",
+                    "hvor",
+                    "hvem",
+                    "når",
+                    "også",
+                    "vil",
+                    "dette",
+                    "lave",
+                    "laver",
+                    "noget",
+                    "nogen",
+                    "meget",
+                    "uge",
+                    "spørgsmål",
+                    "købe",
+                    "aften",
+                    "bog",
+                    "sprog",
+                    "mad",
+                    "ved",
+                    "blive",
+                    "anden",
+                    "andet",
+                    "måske",
+                    "dej",
+                    "rigtig",
+                    "oversætte",
+                    "oversæt",
                 ]
             ),
         ),
@@ -158,6 +244,36 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "gjøre",
                     "igjen",
                     "skjønner",
+                    "er",
+                    "og",
+                    "til",
+                    "hvor",
+                    "hvem",
+                    "når",
+                    "også",
+                    "vil",
+                    "dette",
+                    "lager",
+                    "noe",
+                    "noen",
+                    "mye",
+                    "veldig",
+                    "uke",
+                    "spørsmål",
+                    "kjøpe",
+                    "kveld",
+                    "bok",
+                    "språk",
+                    "mat",
+                    "vet",
+                    "annen",
+                    "annet",
+                    "kanskje",
+                    "gjerne",
+                    "deig",
+                    "oversette",
+                    "oversett",
+                    "nå",
                 ]
             ),
         ),
@@ -308,10 +424,12 @@ def _evidence(text: str, letters: str, words: frozenset[str], tokens: list[str])
     return 2.0 * sum(ch in letters for ch in text) + sum(token in words for token in tokens)
 
 
-def close_pair_language(text: str, guess: str) -> str:
+def close_pair_language(text: str, guess: str, fallback: str | None = None) -> str:
     """``guess``, or the member of its group of close languages whose own letters and
     words ``text`` has clearly more of (``guess`` when it is in no group or the evidence
-    does not point elsewhere)."""
+    does not point elsewhere). A ``fallback`` (the chat's language) of the same group
+    with some evidence, and as much as the winner's, wins: a sentence spelled alike in
+    Danish and Norwegian ("Jeg har ikke tid i dag") stays in the chat's language."""
     for group in _GROUPS:
         if guess not in group:
             continue
@@ -322,8 +440,16 @@ def close_pair_language(text: str, guess: str) -> str:
             for code, (letters, words) in group.items()
         }
         best = max(scores, key=lambda code: scores[code])
-        if scores[best] > scores[guess]:
-            return best
+        if scores[best] <= scores[guess]:
+            best = guess
+        if (
+            fallback in group
+            and fallback != best
+            and scores[fallback] >= scores[best]
+            and scores[fallback] > 0
+        ):
+            return fallback
+        return best
     return guess
 
 

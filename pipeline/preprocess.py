@@ -204,8 +204,13 @@ _SHORT_MESSAGES: dict[str, str] = {
     "da": "mange tak|tak|hej|nej|nej tak|ja tak",
     "no": "takk|tusen takk|hei|ha det|nei|nei takk|ja takk",
     "fi": "kiitos|moi|hei|kyllä|ei kiitos",
-    "pl": "dziękuję|dzięki|cześć|dzień dobry|proszę|tak",
-    "cs": "děkuji|díky|dobrý den|ahoj",
+    "pl": "dziękuję|dzięki|cześć|witam|dzień dobry|proszę|tak|dobrze|jasne|rozumiem|nie|nie wiem|"
+    "oczywiście|świetnie|poproszę|przepraszam|dobranoc|do widzenia|tak proszę",
+    "cs": "děkuji|děkuju|díky|dobrý den|ahoj|ano|nevím|rozumím|prosím|dobře|jasně|"
+    "promiň|dobrou noc|na shledanou|ano prosím",
+    "sk": "ďakujem|ďakujem pekne|áno|neviem|prosím|dobrý deň|dovidenia|áno prosím",
+    "ca": "gràcies|moltes gràcies|bon dia|bona nit|bona tarda|adéu|d'acord|si us plau|"
+    "sisplau|no ho sé|molt bé|fins demà|fins aviat|perdó",
     "tr": "teşekkürler|teşekkür ederim|sağol|sağ ol|merhaba|evet|hay\u0131r|tamam",
     "ru": "спасибо|большое спасибо|привет|здравствуйте|да|нет|пожалуйста|пока",
     "uk": "дякую|привіт|будь ласка|так|ні",
@@ -302,10 +307,27 @@ _TELLTALE_LETTERS: tuple[tuple[str, str], ...] = (
     ("ѓќѕ", "mk"),
     ("ٹڈڑںے", "ur"),  # before Persian: Urdu writes Persian's letters too
     ("پچژگکی", "fa"),
-    # Simplified characters and particles Japanese does not write (了 alone: 了解 is
-    # Japanese too).
-    ("吗呢吧么们这说没还对为谢个样什", "zh"),
+    # Characters Japanese does not write: simplified forms (Japanese keeps 時, 気, 楽, 晩
+    # where Chinese writes 时, 气, 乐, 晚), traditional forms Japanese simplified its own
+    # way (氣, 們, 說, 對), and Chinese pronouns and particles (你, 吗, 呢; not 的, 是:
+    # 目的, 是非 are Japanese too; 了 in _CHINESE_LE_RE). Shared forms (写, 担, 旧, 灯, 装,
+    # 個, 為, 給, 漢, 謝, 還) are left out.
+    (
+        "吗呢吧么们这说没还对为谢个样什你她它哪怎啊呀嘛吃喝给让从过时间东车门问题请现发长开"
+        "关见岁钱书电脑网买卖读听话语认识记边远爱欢应该够办场带乐气汉华晚几很继价简换举详级"
+        "纸线红绿蓝设计务业节报经结约组终细练习飞马鱼鸟龙闻阅顺须领频风饭馆验处备复头实导层"
+        "币帮广张归录忆态战护无显术权杂极构树桥检毕满热环疗确离种积稳笔签类纪纯绍统续维缩"
+        "联脸药获虽补观规视览订讨训议讲许论访证评诉词译试诗调谁谈负财货质购贵费资赛转轮软"
+        "轻较输达运进连选释铁银错键闭队阳阶际陆险难项预额饮鸡齐"
+        "嗎麼們這說沒對樣讓從裡發關歲錢腦賣寫讀聽邊歡應夠辦帶樂氣國會學實體來覺點",
+        "zh",
+    ),
 )
+
+
+# The Chinese aspect particle 了, outside the Japanese words that write it (了解, 完了, 終了,
+# 修了, 満了, 魅了): "明白了", "知道了" are Chinese.
+_CHINESE_LE_RE = re.compile("(?<![\u5b8c\u7d42\u4fee\u6e80\u9b45])\u4e86(?!\u89e3)")
 
 
 def _base(code: str) -> str:
@@ -357,6 +379,8 @@ def _script_language(sample: str, fallback: str, *, shared: bool) -> str | None:
     for telltale, language in _TELLTALE_LETTERS:
         if language in languages and any(ch in telltale for ch in sample):
             return language
+    if script == "han" and _CHINESE_LE_RE.search(sample):
+        return "zh"
     if _base(fallback) in languages:
         return fallback
     return languages[0]
@@ -461,6 +485,11 @@ def _latin_guess(sample: str) -> str:
 # On a short text, the fallback stays when py3langid gives it at least this share of the
 # winner's probability (a word or two carries little evidence against the chat's language).
 SHORT_FALLBACK_RATIO = 0.2
+# On a longer text, a close language of the chat's (Danish in a Norwegian chat) keeps the
+# chat's when py3langid gives it at least this share of the winner's probability and the
+# close pair's own letters and words do not favour the winner: the two spell many
+# sentences alike.
+CLOSE_FALLBACK_RATIO = 0.25
 
 
 def _identified_language(sample: str, fallback: str) -> str | None:
@@ -491,13 +520,18 @@ def _identified_language(sample: str, fallback: str) -> str | None:
         worded = _worded_language(sample) or languages.close_pair_language(sample, base)
         if worded != base:
             return worded
-        fallback_probability = sum(
-            float(p) for code, p in ranked if languages.supported(str(code)) == base
-        )
-        if fallback_probability >= float(confidence) * SHORT_FALLBACK_RATIO:
+        if _probability_of(ranked, base) >= float(confidence) * SHORT_FALLBACK_RATIO:
             return fallback
     language = languages.function_word_language(sample, language, runners_up)
-    return languages.close_pair_language(sample, language)
+    base = _base(fallback)
+    close = _probability_of(ranked, base) >= float(confidence) * CLOSE_FALLBACK_RATIO
+    kept = base if close else None
+    return languages.close_pair_language(sample, language, kept)
+
+
+def _probability_of(ranked: Any, language: str) -> float:
+    """py3langid's probability of supported ``language`` (its labels summed: "nb", "nn")."""
+    return sum(float(p) for code, p in ranked if languages.supported(str(code)) == language)
 
 
 def _lexicon() -> dict[str, frozenset[str]]:

@@ -115,6 +115,24 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("Благодаря ти!", "ru", "bg"),
         ("Можеш скоротити цей текст?", "ru", "uk"),
         ("你明白了吗？", "ja", "zh"),
+        # Short Han-only Chinese in a Japanese chat: characters Japanese does not write, or
+        # 了 outside 了解; Japanese kanji-only words keep the chat's language.
+        ("多少钱", "ja", "zh"),
+        ("知道了", "ja", "zh"),
+        ("了解", "ja", "ja"),
+        ("天気予報", "ja", "ja"),
+        # Catalan among the close pairs; Danish and Norwegian spelled alike keep the chat's.
+        ("Em pots recomanar un llibre per llegir aquest estiu?", "en", "ca"),
+        ("Quiero una manzana y un plátano", "ca", "es"),
+        ("Jeg har ikke tid i dag", "no", "no"),
+        ("Jeg har ikke tid i dag", "da", "da"),
+        ("Hva synes du om det?", "da", "no"),
+        ("Я хочу научиться готовить борщ", "uk", "ru"),
+        # Short Polish, Czech, Slovak and Catalan replies.
+        ("Nie rozumiem", "en", "pl"),
+        ("Nevím", "en", "cs"),
+        ("Áno, prosím", "en", "sk"),
+        ("No ho sé", "en", "ca"),
         # Quotation marks of every style are material, not the instruction.
         ("Was bedeutet »the elephant in the room« genau?", "en", "de"),
         ("Vad betyder ”take it with a grain of salt” egentligen?", "en", "sv"),
