@@ -360,20 +360,33 @@ _REVEAL_VERBS = (
     r"|affiche|montre|muestra|revela|mostra|rivela|mostre|покажи|раскрой|выведи|表示|教え"
     r"|显示|透露|输出|보여"
 )
+# What a service makes a person ("you are now a member", "du bist jetzt Mitglied", "ahora
+# eres cliente", "теперь ты подписчик"): a status, not a new identity for the reader.
+_MEMBER = (
+    r"member|subscriber|customer|user|owner|participant|winner|holder|part|client|guest"
+    r"|patient|student|fan|follower|contact|mitglied|kunde|kundin|teilnehmer\w*|abonnent\w*"
+    r"|angemeldet|registriert|membre|abonné\w*|inscrit\w*|miembro|cliente|socio|usuario"
+    r"|suscriptor\w*|membro|iscritt\w*|abbonat\w*|assinante|sócio|członkiem|klientem"
+    r"|zapisan\w*|zalogowan\w*|lid|klant|abonnee|aangemeld|член\w*|подписчик\w*|участник\w*"
+    r"|клиент\w*|subscribed|registered|signed|enrolled|eligible|logged|verified|connected"
+)
 _ROLE = (
-    # A new identity or mode for the reader, not "you are now subscribed".
+    # A new identity or mode for the reader, not "you are now subscribed", "you are no
+    # longer on our list" or "теперь ты можешь" (now you can).
     # (What follows "you are now" is looked at, not matched: redaction keeps it.)
-    r"\byou are now\b(?= (?:(?:an? |the |my |our )(?!(?:new |proud |official |registered )?"
-    r"(?:member|subscriber|customer|user|owner|participant|winner|holder|part)\b)|in |dan\b"
-    r"|free\b|unrestricted\b|jailbroken\b))|\byou are no longer\b"
+    rf"\byou are now\b(?= (?:(?:an? |the |my |our )(?!(?:\w+ )?(?:{_MEMBER})s?\b)"
+    r"|in (?:\w+ )?mode\b|dan\b|free\b(?! to)|unrestricted\b|jailbroken\b))"
+    rf"|\byou are no longer\b(?= (?:an? |the |bound|restricted|limited|required|obliged|allowed"
+    rf"|chatgpt|claude|gemini|gpt)(?!(?:\w+ )?(?:{_MEMBER})s?\b))"
     r"|\byou\b[^.!?\n]{0,30}\bdeveloper mode\b|\bdeveloper mode\b[^.!?\n]{0,30}\byou\b"
     # Jailbreak words for the reader, not a phone's jailbreak, a plan "with no limits"
     # or a colleague called Dan.
     r"|\bjailbreak mode\b|\b(?:you are|you're) (?:now )?jailbroken\b|(?-i:\bDAN\b)"
     r"|\b(?:you (?:have|now have)|(?:ai|assistant|model|bot|chatbot|llm)s? (?:with|that has|has))"
-    r" no (?:restrictions|limits|filters|rules|guidelines)\b|\bdu bist (jetzt|nun)\b"
-    r"|\btu es maintenant\b|\bahora eres\b|\bora sei\b|\bagora você é\b|\bteraz jesteś\b"
-    r"|\bтеперь ты\b|\bvanaf nu ben je\b"
+    r" no (?:restrictions|limits|filters|rules|guidelines)\b"
+    r"|\b(?:du bist (?:jetzt|nun)|tu es maintenant|ahora eres|ora sei|agora você é|teraz jesteś"
+    rf"|vanaf nu ben je|теперь ты)\b(?!\s+(?:\w+\s+){{0,2}}?(?:{_MEMBER})\b)(?!\s+(?:kannst|peux"
+    r"|puedes|puoi|pode|podes|możesz|kun je|можешь|сможешь|знаешь|в курсе))"
 )
 _MARKUP = (
     r"<\s*/?\s*(system|assistant|im_start|im_end)\s*>|\[(system|assistant)\]|\bBEGIN SYSTEM\b"
@@ -384,6 +397,9 @@ _MARKUP = (
     r"|the (?:assistant|model|ai))\b)|<!--[^>]{0,80}\b(assistant|ai|model|llm)\b"
     r"|<\|im_start\|>\s*(?:system|assistant)\b|<\|(?:system|assistant)\|>\s*(?=[^\W\d_])"
     r"|\[(?:user|human|end of (?:file|document|email|page))\]\s*:"
+    # A tool call written into data, for the reader to take as its own.
+    r"|<\s*/?\s*(?:tool_call|function_call|tool_use|function_calls|invoke)\b"
+    r"|\\?\"(?:tool_call|function_call)\\?\"\s*:"
 )
 _AI = (
     r"ai|a\.i\.|assistant|assistants|language models?|llm|llms|chatbot|chat ?gpt|gpt|bot|model"
@@ -402,7 +418,9 @@ _GREETING = (
     r"|prezada|prezado|olá|oi|beste|hoi|drogi|droga|witaj|дорогой|дорогая|привет|уважаемый"
     r"|уважаемая"
 )
-_DEDICATION = r"to|for|an|für|à|a|pour|para|per|alla|all'|aan|voor|do|dla|для|к"
+_DEDICATION = (
+    r"to|for|an|für|à|a|pour|para|per|alla|all'|aan|voor|do|dla|для|к|till|pro|pentru|προς|إلى"
+)
 _ARTICLE = (
     r"the|any|every|all|den|die|das|dem|jede[nrms]?|alle|l'|le|la|les|tout|toute|el|los|las"
     r"|cualquier|il|lo|gli|ogni|o|os|as|qualquer|de|het|elke|każd\w*|любо\w*"
@@ -426,6 +444,7 @@ _SUMMARY_ADDRESS = (
     r"|the (above|following|page|text|article|document|site|website|e-?mail|message|content"
     r"|product|reviews?|results?))\b"
     r"|\bin (your|any) (summary|overview|answer|response|reply)\b"
+    r"|\b(make sure|ensure)( that)? your (summary|overview|answer|response|reply)\b"
     r"|\b(your|the) (summary|overview|answer|reply|response|output)( you (produce|write|give"
     r"|generate))?( (to|for) the user)? (must|should|has to|needs to|shall)\b"
     r"|\b(deine|ihre) (antwort|zusammenfassung) (an den nutzer )?(muss|soll)\b|\bin deiner antwort\b"
@@ -491,8 +510,29 @@ _IF_AI = (
     # "Agent instructions:", "AI task:" — a heading for the reader.
     rf"|\b(?:agent|assistant|ai|model|llm|bot)s? (?:instructions?|directives?|tasks?|orders?)\s*:"
 )
+# Orders only a model reading the text can carry out, with no name for it: a new task for
+# "you", the conversation or context printed, the page left unsummarised.
+_MODEL_TASK = (
+    r"\byour (new|real|actual|only|true|next) (task|goal|objective|job|mission|purpose)\b"
+    r"|\b(deine|ihre) (neue|eigentliche|einzige) (aufgabe|mission)\b|\bta (nouvelle|vraie|seule) (tâche|mission)\b"
+    r"|\b(votre) (nouvelle|vraie|seule) (tâche|mission)\b|\btu (nueva|verdadera|única) (tarea|misión)\b"
+    r"|\bil tuo (nuovo|vero|unico) compito\b|\b(sua|tua) (nova|verdadeira|única) (tarefa|missão)\b"
+    r"|\bje (nieuwe|echte|enige) taak\b|\btwoje (nowe|prawdziwe|jedyne) zadanie\b"
+    r"|\b(твоя|ваша) (новая|настоящая|единственная) задача\b|你的新任务|你的任务是|新しいタスク|あなたの新しい任務"
+    r"|\b(print|output|repeat|reveal|dump|show|paste)\b[^.!?\n]{0,20}\b(the|this|our|your|all) (conversation"
+    r"|chat|context|context window|chat history|conversation history|messages so far|text above"
+    r"|previous messages)\b"
+    r"|\b(do not|don't|never|stop) (summari[sz]\w*|translat\w*|reading)\b[^.!?\n]{0,12}\b(this|the) (page"
+    r"|document|text|e-?mail|article|file)\b|\bstop reading here\b"
+    r"|\b(fasse|fass) (diese|die) (seite|mail|e-mail|datei|dokument) nicht zusammen\b"
+    r"|\bne résume pas (ce|cette)\b|\bno resumas (este|esta)\b|\bnon riassumere (questo|questa)\b"
+    r"|\bnão resuma (este|esta)\b|\bvat (dit|deze) \w+ niet samen\b|\bnie streszczaj\b|\bне пересказывай\b"
+)
+# A markdown image whose address carries a placeholder for the user's data
+# ("![x](https://…/p.png?d={user_email})", "?q=CHAT_HISTORY"): loading it sends them out.
+_EXFIL_IMAGE = r"!\[[^\]\n]{0,40}\]\(\s*https?://[^)\s]*[?&/][^)\s]*(?:\{[^}]{2,40}\}|%7B|[A-Z][A-Z0-9]*_[A-Z0-9_]{3,})"
 _OBLIGATION = (
-    rf"\b(?:{_AI_WIDE}|readers?|agents?|crawlers?)\b{_SENTENCE}{{0,60}}?\b(?:must|should|shall|has to"
+    rf"\b(?:{_AI_WIDE}|readers?|agents?|crawlers?)s?\b{_SENTENCE}{{0,60}}?\b(?:must|should|shall|has to"
     r"|have to|needs? to|(?:is|are) (?:required|expected|instructed) to|muss|müssen|soll|sollen"
     r"|doit|doivent|debe|deben|deve|devono|moet|moeten|musi|muszą|должен|должна|должны|måste|skal)\b"
 )
@@ -521,18 +561,38 @@ _ADDRESS = (
     rf"|\b(as|als|como|come|comme) (an? )?({_AI}|asistente de ia|assistente ia)\b[^.]{{0,20}}"
     rf"\b(you must|debes|musst|dois|devi)\b"
     # "Dear AI," "Chère IA :" "Hallo liebe KI!"
-    rf"|\b({_GREETING})\s+({_ARTICLE}\s+)?({_AI})( (model|assistant|system|agent))?\s*[,:!]"
+    rf"|\b({_GREETING})\s+(?:(?:{_ARTICLE})\s+)?(?:\w+\s+)?({_AI})( (model|assistant|system|agent))?\s*[,:!]"
+    # The text read by the model, in the passive ("if this email is processed by an AI",
+    # "von einer KI gelesen", "lu par une IA"); the reader's agent named from the sender's
+    # side ("your AI assistant should …"); acting "on the user's behalf".
+    rf"|\b(read|processed|summari[sz]ed|handled|parsed|scanned|gelesen|verarbeitet|zusammengefasst"
+    rf"|lu|lue|traité|leído|procesado|letto|elaborato|lido|processado|gelezen|verwerkt|przeczytany"
+    rf"|прочитан\w*|обработан\w*)\s+(by|von|par|por|da|door|przez)\s+(?:(?:{_ARTICLE}|an?|une?|una?|un'|einer?)\s*)?"
+    rf"(?:\w+\s+)?({_AI})\b|\byour (ai|ai assistant|email assistant|ai agent|agent|copilot|llm)\b"
+    r"|\bon (the user's|their|the recipient's) behalf\b|\bon behalf of the (user|recipient)\b"
+    r"|\bim namen des (nutzers|benutzers)\b|\bau nom de l'utilisateur\b|\ben nombre del usuario\b"
+    r"|\bper conto dell'utente\b|\bem nome do usuário\b|\bnamens de gebruiker\b"
     # "An die KI, …" "To the AI reading this" "À l'IA qui lit ceci" at a sentence's start.
     # (after punctuation or at a line's start: not after a word and a space)
-    rf"|\b(?<![\w,] )(?<![\w,]  )({_DEDICATION})\s+({_ARTICLE}\s*)?({_AI})\b"
-    rf"(\s*[,:]|\s+({_RELATIVE}|reading|processing)\b)"
+    rf"|\b(?<![\w,] )(?<![\w,]  )({_DEDICATION})\s+(?:(?:{_ARTICLE})\s*)?(?:\w+\s+)?({_AI})"
+    rf"(?:[-:]\w+)?\b(\s*[,:]|\s+({_RELATIVE}|reading|processing)\b)"
+    # An elided article ("All'assistente:", "Per l'IA:"), an e-mail header ("To: AI
+    # assistant"), a mention ("@assistant"), a tag ("[AI-only]"), a heading ("LLM note -").
+    rf"|\b(?:all'|a l'|per l'|pour l'|para a|ao|à)\s*({_AI})\b\s*[,:]|\bto:\s*(?:the )?({_AI})\b"
+    r"|(?:^|[\s\"(])@(?:assistant|ai|bot|claude|chatgpt|gpt|copilot|gemini|llm)\b"
+    r"|\[(?:ai|llm|bot|assistant|model)[- ](?:only|note|instructions?)\]"
+    rf"|\b({_AI})s? (?:note|notice|message|memo)\s*[-:\u2013]"
+    # The reader in a dative or allative case (Japanese, Korean, Chinese, Turkish, Finnish).
+    r"|(?:ai|アシスタント|モデル|人工知能)(?:へ|に向けて)[:：。、]|(?:ai|어시스턴트|모델|인공지능)에게"
+    r"|(?:给|致|写给)(?:ai|人工智能|助手|模型)[^。！？\n]{0,6}[:：]|\b(?:yapay zekaya|asistana|dil modeline)\b"
+    r"|\b(?:tekoälylle|avustajalle|kielimallille)\b"
     # "whoever processes this inbox automatically", "wer diese Mail verarbeitet"
     rf"|\b(whoever|anyone|anybody|any (system|agent|program|tool|bot)|wer|quiconque|quien"
     rf"|chiunque|qualquer um|кто бы)\b{_SENTENCE}{{0,20}}?\b(process\w*|read(s|ing)?"
     rf"|handl\w*|pars\w*|summari[sz]\w*|verarbeitet|liest|traite|lit|procese|lea|elabora"
     rf"|legge|processe|lê|обрабатывает|читает)\b{_SENTENCE}{{0,15}}?\b({_THIS})\b"
     # "any AI that reads this", "KI, die das liest", "ИИ, который это читает"
-    rf"|\b({_AI})s?\b,?\s+({_RELATIVE}\s+)?{_SENTENCE}{{0,30}}?"
+    rf"|\b({_AI})s?\b,?\s+(?:(?:{_RELATIVE})\s+)?{_SENTENCE}{{0,30}}?"
     rf"\b(({_READS})\b{_SENTENCE}{{0,12}}?\b({_THIS})|({_THIS})\b{_SENTENCE}{{0,12}}?\b({_READS}))\b"
 )
 _IGNORE_USER = (
@@ -566,9 +626,12 @@ _ACTION = (
     rf"|\b(verwijder\w*|annuleer\w*)\b{_SENTENCE}{{0,30}}\b(afspraken|afspraak|e-mails?|bestanden|contacten)\b"
     rf"|\b(usuń|usun\w*|skasuj\w*|anuluj\w*)\b{_SENTENCE}{{0,30}}\b(spotkania|wydarzenia|e-?maile|pliki|kontakty)\b"
     rf"|\b(удали\w*|отмени\w*|сотри\w*)\b{_SENTENCE}{{0,30}}\b(встреч\w*|событи\w*|письм\w*|файл\w*|контакт\w*)"
-    rf"|\b(transf[eè]re\w*|réexpédi\w*|reenv[ií]\w*|encaminh\w*|doorsturen|stuur\w*|prześlij|weiterleit\w*)\b"
-    rf"{_SENTENCE}{{0,40}}\b(e-?mails?|courriels?|correos?|mensajes?|mensagens|nachrichten|fichiers?"
-    r"|archivos?|dateien|berichten|wiadomości)\b"
+    rf"|\b(transf[eè]re\w*|réexpédi\w*|reenv[ií]\w*|encaminh\w*|doorsturen|stuur\w*|prześlij|weiterleit\w*"
+    r"|schick\w*|sende\w*|envoie\w*|transmet\w*|envía|envia\w*|manda\w*|invia\w*|envie|wyślij"
+    rf"|verstuur\w*)\b{_SENTENCE}{{0,40}}\b(e-?mails?|courriels?|correos?|mensajes?|mensagens|nachrichten"
+    r"|fichiers?|archivos?|dateien|berichten|wiadomości|kontakte|contactos|contatti|contatos|contacten"
+    r"|kontakty|daten|données|datos|dati|dados|gegevens|dane|verlauf|historique|historial|cronologia"
+    r"|histórico|geschiedenis|historię|passw\w*|mots de passe|contraseñas|senhas|wachtwoord\w*|hasła)\b"
     # The user's mail, files or history sent or deleted, in Japanese and Chinese.
     r"|(ユーザー|利用者)の[^。！？\n]{0,30}(転送|送信|削除)|(把|将)用户的[^。！？\n]{0,30}(发送|转发|删除|上传)"
     r"|(发送|转发|删除|上传)[^。！？\n]{0,10}(用户的|聊天记录|邮件)"
@@ -687,7 +750,10 @@ SIGNALS: tuple[Signal, ...] = (
         rf"\b(?:{_OVERRIDE_VERBS})\b(?:{_SENTENCE}{{0,50}}?\b(?:{_OVERRIDE_QUALIFIERS})\b"
         rf"{_SENTENCE}{{0,20}}?(?:{_INSTRUCTION_NOUNS})"
         rf"|{_SENTENCE}{{0,50}}?(?:{_INSTRUCTION_NOUNS})\W{{0,3}}\b(?:{_OVERRIDE_AFTER})\b"
-        rf"|{_SENTENCE}{{0,20}}?\b(?:the above|everything above|lo anterior|all of the above)\b)"
+        rf"|{_SENTENCE}{{0,20}}?\b(?:the above|everything above|lo anterior|all of the above)\b"
+        # "Skip the above steps": a part of a document, not the reader's instructions.
+        r"(?!\s+(?:steps?|sections?|chapters?|paragraphs?|examples?|tables?|figures?|lists?|code"
+        r"|commands?|options?|links?|warnings?|errors?|items?|questions?|pasos|passi|etapes)\b))"
         rf"|({_SOV_NOUNS}){_SENTENCE}{{0,20}}({_SOV_VERBS})|{_CJK_OVERRIDE}",
     ),
     # The same verbs on rules nobody's in particular: weak alone, decisive with an address.
@@ -713,6 +779,8 @@ SIGNALS: tuple[Signal, ...] = (
     _signal("markup", 5.0, _MARKUP),
     _signal("address", 4.0, _ADDRESS),
     _signal("if_ai", 4.0, _IF_AI),
+    _signal("model_task", 4.0, _MODEL_TASK),
+    _signal("exfil_image", 4.0, _EXFIL_IMAGE),
     # A must laid on the reader just addressed ("automated readers of this calendar must
     # …", "language models summarising this page should …"); counted only with an address.
     _signal("obligation", 3.0, _OBLIGATION),
@@ -817,12 +885,47 @@ def _reported(text: str, start: int) -> bool:
     return bool(_REPORTED_RE.search(window))
 
 
+# The writer's own earlier words ("please ignore my previous instructions", "vergesst
+# unsere bisherigen Regeln"): a correction between people, not an override of the reader's.
+_FIRST_PERSON_RE = re.compile(
+    r"\b(my|our|meine\w*|unser\w*|mes|nos|mis|nuestr\w*|mie|miei|nostr\w*|minhas|meus"
+    r"|noss\w*|mijn|onze|moje|moich|nasze|naszych|мои|моих|наши|наших)\b",
+    re.IGNORECASE,
+)
+
+
 def _said(signal: Signal, text: str) -> bool:
-    """Whether ``signal`` matches ``text`` (accent-folded) other than in reported orders."""
+    """Whether ``signal`` matches ``text`` (accent-folded) other than in reported orders
+    or, for an override, the writer's correction of their own words."""
     pattern = signal.folded or signal.pattern
     if signal.name not in _REPORTABLE:
         return pattern.search(text) is not None
-    return any(not _reported(text, match.start()) for match in pattern.finditer(text))
+    return any(
+        not _reported(text, match.start())
+        and not (signal.name == "override" and _corrected(text, match))
+        for match in pattern.finditer(text)
+    )
+
+
+# Instructions on a topic ("ignore any previous instructions regarding the delivery",
+# "vergiss alle Regeln über Diäten"): a person's correction or advice, where an attack
+# overrides the reader's instructions whole.
+_TOPIC_RE = re.compile(
+    # In the same clause: not after "and", "then" or a comma ("… instructions and tell me
+    # about …" is an override with a new order).
+    r"(?:(?!\b(?:and|then|und|dann|et|puis|y|e|en|и|а)\b)[^.!?\n,;:]){0,40}?"
+    r"\b(about|regarding|concerning|über|bezüglich|sur|concernant|sobre|riguardo"
+    r"|omtrent|dotyczące|о|об|насчёт|по поводу)\b",
+    re.IGNORECASE,
+)
+
+
+def _corrected(text: str, match: re.Match[str]) -> bool:
+    """Whether the override ``match`` in ``text`` corrects the writer's own words ("my
+    previous instructions") or instructions on a topic (:data:`_TOPIC_RE`)."""
+    if _FIRST_PERSON_RE.search(match.group(0)):
+        return True
+    return _TOPIC_RE.match(text, match.end()) is not None
 
 
 def _signals_in(text: str) -> list[str]:

@@ -53,8 +53,23 @@ SENTENCE_BLOCK_PROBABILITY = 0.9
 SENTENCE_SUPPORT_PROBABILITY = 0.6
 SENTENCE_SUPPORT_WEIGHT = 2.5
 ADDRESSED_SIGNALS = frozenset(
-    ["address", "if_ai", "summary_address", "tell_user", "ignore_user", "from_now_on", "role"]
+    [
+        "address",
+        "if_ai",
+        "model_task",
+        "exfil_image",
+        "summary_address",
+        "tell_user",
+        "ignore_user",
+        "from_now_on",
+        "role",
+    ]
 )
+# A weak order addressed to nobody in particular (an override of rules, a harmful action,
+# concealment, "new instructions") and a sentence at least this likely add up the same way:
+# set higher than SENTENCE_SUPPORT_PROBABILITY, since such words also fill manuals and news.
+SENTENCE_ORDER_SUPPORT_PROBABILITY = 0.75
+WEAK_ORDER_SIGNALS = frozenset(["override_unaddressed", "action", "conceal", "new_instructions"])
 WITHHELD = "[tool output withheld: it contained instructions aimed at the assistant]"
 REDACTED = "[redacted]"
 UNTRUSTED_NOTE = (
@@ -158,10 +173,7 @@ def screen_tool_output(output: Mapping[str, Any]) -> dict[str, Any]:
         if verdict.probability >= SENTENCE_REDACT_PROBABILITY:
             score = max(score, sentence_score(verdict.probability))
             flagged = verdict.sentence
-        elif (
-            verdict.probability >= SENTENCE_SUPPORT_PROBABILITY
-            and not ADDRESSED_SIGNALS.isdisjoint(signals)
-        ):
+        elif _supported(verdict.probability, signals):
             # Two moderate, independent pieces of evidence (a phrase and a sentence that
             # reads like an instruction to the model) add up.
             score = min(10.0, score + SENTENCE_SUPPORT_WEIGHT)
@@ -179,6 +191,17 @@ def screen_tool_output(output: Mapping[str, Any]) -> dict[str, Any]:
                 screened[key] = WITHHELD
     screened["screening"] = {"score": score, "action": action}
     return screened
+
+
+def _supported(probability: float, signals: tuple[str, ...]) -> bool:
+    """Whether a sentence below :data:`SENTENCE_REDACT_PROBABILITY` still supports the
+    phrase ``signals``: from :data:`SENTENCE_SUPPORT_PROBABILITY` beside words that speak
+    to the model, from :data:`SENTENCE_ORDER_SUPPORT_PROBABILITY` beside a weak order."""
+    if probability >= SENTENCE_SUPPORT_PROBABILITY and not ADDRESSED_SIGNALS.isdisjoint(signals):
+        return True
+    return probability >= SENTENCE_ORDER_SUPPORT_PROBABILITY and not WEAK_ORDER_SIGNALS.isdisjoint(
+        signals
+    )
 
 
 def _still_hostile(screened: Mapping[str, Any]) -> bool:
