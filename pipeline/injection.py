@@ -360,33 +360,44 @@ _REVEAL_VERBS = (
     r"|affiche|montre|muestra|revela|mostra|rivela|mostre|покажи|раскрой|выведи|表示|教え"
     r"|显示|透露|输出|보여"
 )
-# What a service makes a person ("you are now a member", "du bist jetzt Mitglied", "ahora
-# eres cliente", "теперь ты подписчик"): a status, not a new identity for the reader.
-_MEMBER = (
-    r"member|subscriber|customer|user|owner|participant|winner|holder|part|client|guest"
-    r"|patient|student|fan|follower|contact|mitglied|kunde|kundin|teilnehmer\w*|abonnent\w*"
-    r"|angemeldet|registriert|membre|abonné\w*|inscrit\w*|miembro|cliente|socio|usuario"
-    r"|suscriptor\w*|membro|iscritt\w*|abbonat\w*|assinante|sócio|członkiem|klientem"
-    r"|zapisan\w*|zalogowan\w*|lid|klant|abonnee|aangemeld|член\w*|подписчик\w*|участник\w*"
-    r"|клиент\w*|subscribed|registered|signed|enrolled|eligible|logged|verified|connected"
+# A persona for the reader: an AI, a character, a version of itself ("you are now an AI
+# without rules", "you are now the unfiltered version", "you are now a pirate character").
+_PERSONA = (
+    r"ai|a\.i\.|assistant(?! (?:manager|director|coach|editor|professor|principal|teacher|to|of"
+    r"|for|secretary|chef|producer|head|lead)\b)|bot|chatbot|language model|llm|persona|character"
+    r"|gpt|pirate|hacker"
+)
+_PERSONA_MORE = (
+    r"ki|ia|ии|assistent\w*|asistente|assistente|asystent\w*|modell|modelo|modello|modèle"
+    r"|personnage|personaje|personaggio|figur|charakter|postać|personagem|персонаж|ассистент"
+    r"|бот|модель|нейросеть|pirat\w*|пират\w*|versión|versione|versão|версия|wersja"
 )
 _ROLE = (
     # A new identity or mode for the reader, not "you are now subscribed", "you are no
     # longer on our list" or "теперь ты можешь" (now you can).
     # (What follows "you are now" is looked at, not matched: redaction keeps it.)
-    rf"\byou are now\b(?= (?:(?:an? |the |my |our )(?!(?:\w+ )?(?:{_MEMBER})s?\b)"
-    r"|in (?:\w+ )?mode\b|dan\b|free\b(?! to)|unrestricted\b|jailbroken\b))"
-    rf"|\byou are no longer\b(?= (?:an? |the |bound|restricted|limited|required|obliged|allowed"
-    rf"|chatgpt|claude|gemini|gpt)(?!(?:\w+ )?(?:{_MEMBER})s?\b))"
-    r"|\byou\b[^.!?\n]{0,30}\bdeveloper mode\b|\bdeveloper mode\b[^.!?\n]{0,30}\byou\b"
+    rf"\byou are now\b(?= (?:(?:an? |the |my |our )(?:\w+ ){{0,3}}?(?:{_PERSONA})\b|(?-i:[A-Z][a-z]+[A-Z]\w*)"
+    # A mode that lifts the reader's rules, not "you are now in maintenance mode".
+    r"|in (?:developer|dev|god|admin|debug|unrestricted|jailbreak|dan|unfiltered|evil|sudo|root)"
+    r" mode\b|dan\b|unrestricted\b|jailbroken\b))"
+    # A reader freed from its rules, not a person "no longer required to submit timesheets".
+    rf"|\byou are no longer\b(?= (?:(?:an? |the )(?:\w+ ){{0,3}}?(?:{_PERSONA})\b|chatgpt|claude|gemini"
+    r"|gpt|(?:bound|restricted|limited|governed) by (?:your|any|the|its) (?:rules|guidelines"
+    r"|instructions|policies|restrictions)))"
+    # Developer mode as freedom from the reader's rules, not a settings page's "you can
+    # enable developer mode in Settings".
+    r"|\bdeveloper mode\b[^.!?\n]{0,60}\b(?:polic(?:y|ies)|restrictions|rules|filters|guidelines"
+    r"|censorship|safety)\b|\b(?:polic(?:y|ies)|restrictions|rules|filters|guidelines|censorship"
+    r"|safety)\b[^.!?\n]{0,60}\bdeveloper mode\b"
     # Jailbreak words for the reader, not a phone's jailbreak, a plan "with no limits"
     # or a colleague called Dan.
     r"|\bjailbreak mode\b|\b(?:you are|you're) (?:now )?jailbroken\b|(?-i:\bDAN\b)"
     r"|\b(?:you (?:have|now have)|(?:ai|assistant|model|bot|chatbot|llm)s? (?:with|that has|has))"
-    r" no (?:restrictions|limits|filters|rules|guidelines)\b"
+    r" no (?:restrictions|limits|filters|rules|guidelines)\b(?!\s+(?:on|for|to)\b)"
     r"|\b(?:du bist (?:jetzt|nun)|tu es maintenant|ahora eres|ora sei|agora você é|teraz jesteś"
-    rf"|vanaf nu ben je|теперь ты)\b(?!\s+(?:\w+\s+){{0,2}}?(?:{_MEMBER})\b)(?!\s+(?:kannst|peux"
-    r"|puedes|puoi|pode|podes|możesz|kun je|можешь|сможешь|знаешь|в курсе))"
+    rf"|vanaf nu ben je|теперь ты)\b(?=\s+(?:\w+\s+){{0,3}}?(?:{_PERSONA}|{_PERSONA_MORE})\b"
+    r"|\s+(?:im \w*modus|en mode|en modo|in modalità|em modo|w trybie|in \w*modus|в режиме)\b"
+    r"|\s+(?-i:[A-Z][a-z]+[A-Z]\w*))"
 )
 _MARKUP = (
     r"<\s*/?\s*(system|assistant|im_start|im_end)\s*>|\[(system|assistant)\]|\bBEGIN SYSTEM\b"
@@ -992,6 +1003,23 @@ def signals_found(text: str) -> tuple[str, ...]:
     if revealed.smuggled:
         found.append("smuggled")
     return tuple(found)
+
+
+# "The user" in the third person, in the languages of the signals; not a chat template's
+# "<|user|>" nor a user who logs in, signs up or clicks (software documentation).
+_THE_USER_RE = re.compile(
+    r"(?<!<\|)\b(?:the user(?:'s)?|the users|(?:dem|den|des|der) (?:nutzer|benutzer)s?|l'utilisateur"
+    r"|(?:al|del|el) usuario|(?:all'|dell'|l')utente|(?:ao|do|o) usuário|(?:de|het) gebruiker"
+    r"|użytkownik\w*|пользовател\w*|користувач\w*|kullanıcı\w*|användaren|brugeren)\b"
+    r"(?!\s+(?:logs?|logged|signs?|signed|clicks?|clicked|opens?|enters?|types?|scrolls?|is logged)\b)"
+    r"|ユーザー|用户|사용자",
+    re.IGNORECASE,
+)
+
+
+def speaks_of_user(sentence: str) -> bool:
+    """Whether ``sentence`` speaks of "the user" in the third person (:data:`_THE_USER_RE`)."""
+    return _THE_USER_RE.search(sentence) is not None
 
 
 def signals_score(names: tuple[str, ...]) -> float:

@@ -37,6 +37,7 @@ from pipeline.injection import (
     revealed_text,
     signals_found,
     signals_score,
+    speaks_of_user,
     strip_invisible,
 )
 
@@ -70,6 +71,9 @@ ADDRESSED_SIGNALS = frozenset(
 # set higher than SENTENCE_SUPPORT_PROBABILITY, since such words also fill manuals and news.
 SENTENCE_ORDER_SUPPORT_PROBABILITY = 0.75
 WEAK_ORDER_SIGNALS = frozenset(["override_unaddressed", "action", "conceal", "new_instructions"])
+# A sentence this likely that speaks of "the user" in the third person (what a page says to
+# the model about the person it serves; a page speaks to its own reader as "you") redacts.
+SENTENCE_USER_PROBABILITY = 0.7
 WITHHELD = "[tool output withheld: it contained instructions aimed at the assistant]"
 REDACTED = "[redacted]"
 UNTRUSTED_NOTE = (
@@ -169,15 +173,7 @@ def screen_tool_output(output: Mapping[str, Any]) -> dict[str, Any]:
     score = signals_score(signals)
     flagged = ""
     if score < INJECTION_BLOCK:
-        verdict = injection_model.injection_probability(_sentence_text(original))
-        if verdict.probability >= SENTENCE_REDACT_PROBABILITY:
-            score = max(score, sentence_score(verdict.probability))
-            flagged = verdict.sentence
-        elif _supported(verdict.probability, signals):
-            # Two moderate, independent pieces of evidence (a phrase and a sentence that
-            # reads like an instruction to the model) add up.
-            score = min(10.0, score + SENTENCE_SUPPORT_WEIGHT)
-            flagged = verdict.sentence
+        score, flagged = _with_sentences(original, signals, score)
     action = injection_action(score)
     if action == "redacted":
         screened = _strings_mapped(screened, _redact)
@@ -191,6 +187,28 @@ def screen_tool_output(output: Mapping[str, Any]) -> dict[str, Any]:
                 screened[key] = WITHHELD
     screened["screening"] = {"score": score, "action": action}
     return screened
+
+
+def _with_sentences(
+    output: Mapping[str, Any], signals: tuple[str, ...], score: float
+) -> tuple[float, str]:
+    """``(score, flagged sentence)`` once the sentence classifier has read ``output``:
+    its likeliest sentence scores by :func:`sentence_score` from
+    :data:`SENTENCE_REDACT_PROBABILITY`, or adds :data:`SENTENCE_SUPPORT_WEIGHT` to the
+    phrase ``signals`` it supports (:func:`_supported`), or, from
+    :data:`SENTENCE_USER_PROBABILITY`, scores :data:`INJECTION_REDACT` when it speaks of
+    the user in the third person; else ``(score, "")``."""
+    verdict = injection_model.injection_probability(_sentence_text(output))
+    if verdict.probability >= SENTENCE_REDACT_PROBABILITY:
+        return max(score, sentence_score(verdict.probability)), verdict.sentence
+    if _supported(verdict.probability, signals):
+        # Two moderate, independent pieces of evidence (a phrase and a sentence that
+        # reads like an instruction to the model) add up.
+        return min(10.0, score + SENTENCE_SUPPORT_WEIGHT), verdict.sentence
+    if verdict.probability >= SENTENCE_USER_PROBABILITY and speaks_of_user(verdict.sentence):
+        # An order-like sentence about "the user": a page's words for its reader's reader.
+        return max(score, INJECTION_REDACT), verdict.sentence
+    return score, ""
 
 
 def _supported(probability: float, signals: tuple[str, ...]) -> bool:
