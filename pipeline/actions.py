@@ -490,6 +490,8 @@ async def _turn_start(
         if not retry
         else None
     )
+    if early is not None:
+        await asyncio.sleep(0)  # the reads send their Redis commands before the accept runs
     try:
         accepted = await db_call(
             _accept,

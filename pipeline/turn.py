@@ -114,13 +114,22 @@ def early_reads_start(*, user_id: int, chat_id: str, content: str | None = None)
     it: a chat that is not theirs has none), so nothing is read that the user may not
     see. Hand the task to the turn (``TurnRequest.early``) or to :func:`early_reads_drop`."""
 
+    # The vectors are the longest of these reads: their thread is asked for first, before
+    # the accept's thread takes the GIL.
+    vectors = None
+    if content:
+        vectors = asyncio.get_running_loop().run_in_executor(
+            None, pre.tool_vectors_prefetch, content
+        )
+        vectors.add_done_callback(lambda done: done.cancelled() or done.exception())
+
     async def read() -> tuple[chat_cache.CachedHistory, state.ChatNotes]:
         cached, notes, _ = await asyncio.gather(
             chat_cache.ai_history_read(
                 user_id=user_id, chat_id=chat_id, newest=HISTORY_WINDOW_ENTRIES
             ),
             state.chat_notes_load(user_id=user_id, chat_id=chat_id),
-            asyncio.to_thread(pre.tool_vectors_prefetch, content) if content else _nothing(),
+            vectors if vectors is not None else _nothing(),
         )
         return cached, notes
 
