@@ -10,6 +10,7 @@ this module needs no LiteLLM of its own.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import queue
 import re
@@ -124,9 +125,13 @@ class CallLogWriter:
     ``price_per_token``. The thread closes its database connection whenever the queue
     runs empty, so no connection is held open between bursts. A batch that cannot be
     written is logged (a warning with its size) and dropped; the caller never sees it.
+    Rows still queued when the process exits are written then (at most ``EXIT_FLUSH_S``).
     """
 
-    GATHER_S = 0.05
+    # The writer gathers a second's rows into one INSERT: waking after each turn's calls
+    # put its ORM work and its database round trip in the middle of the next turn's start.
+    GATHER_S = 1.0
+    EXIT_FLUSH_S = 5.0
 
     def __init__(self, *, price_per_token: PriceLookup) -> None:
         self._price_per_token = price_per_token
@@ -145,6 +150,7 @@ class CallLogWriter:
                         target=self._run, name="ai-call-log", daemon=True
                     )
                     self._thread.start()
+                    atexit.register(self.flush, self.EXIT_FLUSH_S)
         self._queue.put_nowait(row)
 
     def pending(self) -> int:
