@@ -112,7 +112,7 @@ def _wrap_coroutines(module: ModuleType) -> None:
 def _install() -> None:
     from chats import cache
     from openmates import crypto, llm
-    from pipeline import actions, consumers, preprocess, prompts, runtime, state, turn
+    from pipeline import actions, consumers, preprocess, prompts, runtime, state, tool_match, turn
 
     for module in (state, cache, crypto):
         _wrap_coroutines(module)
@@ -143,6 +143,9 @@ def _install() -> None:
     _wrap(turn, "_load_history", "turn._load_history(first event)")
     _wrap(turn, "respond", "turn.respond(first event)")
     _wrap(preprocess, "preprocess")
+    for name in ("detect_language", "tool_choices", "heuristic_safety", "memory_categories"):
+        _wrap(preprocess, name)
+    _wrap(tool_match, "local_embed", "tool_match.local_embed")
     for name in ("memories_retrieve", "system_prompt_build", "history_messages"):
         _wrap(prompts, name)
     _wrap(llm, "stream", "llm.stream(first event)")

@@ -13,7 +13,9 @@ wait is bounded (a turn silent for 60 s counts as failed), so it stops by itself
 Prints:
 
     follow_up_overhead_p50: … ms         message.send frame out → first stream.delta in
-    follow_up_overhead_p99: … ms         (a follow-up in a cached chat; instant model)
+    follow_up_overhead_p99: … ms         (a follow-up in a cached chat; instant model;
+                                         sent after the last turn's postprocess.done,
+                                         or at its stream.done with --back-to-back)
     litellm_stream_first_token_p50: … ms LiteLLM's acompletion(stream=True) from this
                                          process to the same model with the messages the
                                          turn just sent it, to its first content chunk
@@ -44,7 +46,8 @@ phase) are what a loaded machine distorts least: wall-clock gaps there include o
 jobs' time slices, CPU time only the server's own work.
 
 Usage: ``.venv/bin/python bench/turn_overhead.py [--samples 200] [--tokens 20000]
-[--streams 200,500] [--cpu-turns 100]`` (``--streams ""`` skips the concurrent phases)
+[--streams 200,500] [--cpu-turns 100] [--back-to-back]`` (``--streams ""`` skips the
+concurrent phases)
 """
 
 from __future__ import annotations
@@ -73,6 +76,8 @@ from bench.instant_model import serve_instant_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTLE_S = 3.0
+# Longest wait for a turn's post-processing to end (the instant model answers at once).
+POSTPROCESS_WAIT_S = 10.0
 SERVER_APP = "openmates.asgi:application"
 # Same Daphne flags, same clients, same frames; no pipeline (bench/floor_asgi.py).
 FLOOR_APP = "bench.floor_asgi:application"
@@ -266,8 +271,9 @@ class Client:
         frame = json.loads(await asyncio.wait_for(self.socket.recv(), 120))
         assert frame["type"] == "task.active", frame
 
-    async def turn(self, content: str, *, wait_s: float = 120) -> Outcome:
-        """Send a message and read frames until ``stream.done`` (or ``wait_s`` of silence)."""
+    async def turn(self, content: str, *, wait_s: float = 120, settle: bool = False) -> Outcome:
+        """Send a message and read frames until ``stream.done`` (or ``wait_s`` of silence);
+        with ``settle``, on to the turn's ``postprocess.done`` (``POSTPROCESS_WAIT_S``)."""
         started = time.perf_counter()
         message_id = _uuid7()
         await self.socket.send(
@@ -300,6 +306,8 @@ class Client:
                 elif kind == "stream.done":
                     status, done = str(frame["status"]), frame
                     break
+            if settle and status == "done":
+                await self._postprocess_done(task_id)
         except TimeoutError:
             status = "timeout"
         except Exception as exc:  # the socket closed under load: a failed turn as well
@@ -308,8 +316,17 @@ class Client:
         first = arrivals[0] - started if arrivals else float("nan")
         return Outcome(first, arrivals, status, errors, done)
 
-    async def turn_ok(self, content: str) -> Outcome:
-        outcome = await self.turn(content)
+    async def _postprocess_done(self, task_id: str | None) -> None:
+        """Read frames until the ``postprocess.done`` of ``task_id`` (TimeoutError after
+        ``POSTPROCESS_WAIT_S``: a turn whose post-processing never ends fails too)."""
+        async with asyncio.timeout(POSTPROCESS_WAIT_S):
+            while True:
+                frame = json.loads(await self.socket.recv())
+                if frame["type"] == "postprocess.done" and frame.get("task_id") == task_id:
+                    return
+
+    async def turn_ok(self, content: str, *, settle: bool = False) -> Outcome:
+        outcome = await self.turn(content, settle=settle)
         if outcome.failed:
             raise TurnFailedError(f"turn ended {outcome.status}, errors {outcome.errors}")
         return outcome
@@ -345,13 +362,16 @@ async def _litellm_first_token(api_base: str, messages: list[dict[str, Any]]) ->
 
 
 async def _follow_up_overhead(
-    client: Client, samples: int, api_base: str
+    client: Client, samples: int, api_base: str, *, settle: bool
 ) -> tuple[list[float], list[float]]:
-    """Follow-up turns and bare LiteLLM streams, alternating: ``(turn ms, LiteLLM ms)``."""
-    await client.turn_ok("Hello there tokens=3")  # makes every later message a follow-up
+    """Follow-up turns and bare LiteLLM streams, alternating: ``(turn ms, LiteLLM ms)``.
+    With ``settle`` each turn's post-processing ends before the next is sent (a user reads
+    the answer and its suggested follow-ups first); without, the next turn and the bare
+    stream share the machine with the last turn's post-processing."""
+    await client.turn_ok("Hello there tokens=3", settle=settle)  # later ones are follow-ups
     latencies, bare = [], []
     for number in range(samples + 10):
-        outcome = await client.turn_ok(follow_up_question(number))
+        outcome = await client.turn_ok(follow_up_question(number), settle=settle)
         latencies.append(outcome.first * 1000)
         # The same request the turn made (system prompt, the chat's history, question).
         messages = await _last_messages(api_base)
@@ -462,7 +482,9 @@ async def _first_phase(
     floor = Client(floor_port, *users[0])
     await floor.open()
     _say(f"follow-up turns and bare LiteLLM streams, alternating, {args.samples} each")
-    latencies, bare = await _follow_up_overhead(first, args.samples, args.api_base)
+    latencies, bare = await _follow_up_overhead(
+        first, args.samples, args.api_base, settle=not args.back_to_back
+    )
     turn_p50, bare_p50 = _percentile(latencies, 0.5), _percentile(bare, 0.5)
     print(f"follow_up_overhead_p50: {turn_p50:.1f} ms", flush=True)
     print(f"follow_up_overhead_p99: {_percentile(latencies, 0.99):.1f} ms", flush=True)
@@ -556,7 +578,7 @@ def _streams_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
-def main() -> None:
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--tokens", type=int, default=20_000)
@@ -564,6 +586,11 @@ def main() -> None:
     parser.add_argument("--stream-gap-ms", type=int, default=100, help="model pause per token")
     parser.add_argument("--streams", type=_streams_list, default=[200, 500])
     parser.add_argument("--cpu-turns", type=int, default=100, help="turns of the CPU figure")
+    parser.add_argument(
+        "--back-to-back",
+        action="store_true",
+        help="send each follow-up at the last one's stream.done, not its postprocess.done",
+    )
     parser.add_argument(
         "--trace",
         action="store_true",
@@ -574,7 +601,11 @@ def main() -> None:
         type=Path,
         help="serve bench/trace_asgi.py under cProfile, writing pstats to this file",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
     root = Path(tempfile.mkdtemp(prefix="openmates-bench-turn-"))
     model_port, server_port, floor_port = _free_port(), _free_port(), _free_port()
     args.api_base = f"http://127.0.0.1:{model_port}/v1"
