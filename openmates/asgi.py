@@ -30,7 +30,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from accounts.ws_auth import ApiTokenAuthMiddlewareStack  # noqa: E402
 from accounts.ws_origin import CookieOriginGuard  # noqa: E402
-from openmates import daphne_ws, gc_tuning, switch_interval  # noqa: E402
+from openmates import daphne_http, daphne_ws, gc_tuning, switch_interval  # noqa: E402
 from openmates.body_limit import BodyLimit  # noqa: E402
 from openmates.routing import websocket_urlpatterns  # noqa: E402
 
@@ -44,6 +44,7 @@ application = ProtocolTypeRouter(
 )
 # Daphne, when it serves this: close codes on failure, no sends after the close.
 daphne_ws.install()
+daphne_http.install()
 # The event loop gets the GIL back within half a millisecond from busy threads.
 switch_interval.apply()
 # Last: what start-up created is frozen out of the collector's reach.
