@@ -54,13 +54,13 @@ def test_language_floors(split: str) -> None:
     assert bench.language_figures(split, False)["language_accuracy"] >= LANGUAGE_FLOORS[split]
 
 
-INJECTION_FLOORS = {"dev": 0.95, "held": 0.95, "fresh": 0.95, "fresh2": 0.86, "fresh3": 0.9}
+INJECTION_FLOORS = {"dev": 0.97, "held": 0.97, "fresh": 0.97, "fresh2": 0.9, "fresh3": 0.95}
 INJECTION_FALSE_POSITIVE_CEILINGS = {
-    "dev": 0.05,
-    "held": 0.03,
-    "fresh": 0.03,
-    "fresh2": 0.14,
-    "fresh3": 0.06,
+    "dev": 0.02,
+    "held": 0.02,
+    "fresh": 0.02,
+    "fresh2": 0.06,
+    "fresh3": 0.03,
 }
 
 
