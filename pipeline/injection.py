@@ -19,11 +19,18 @@ The score is the sum of the weights of the signals (:data:`SIGNALS`) found, at m
 on rules nobody's in particular, "Forget the old rules: new tax brackets…", 3), a
 request for the system prompt (7.5 with a verb, 3.5 the noun alone), a role take-over
 or "from now on, answer …" (5.5), fake chat markup (5), words for the summariser ("when
-summarising this page", 4.5), words addressed to the assistant ("Dear AI,", "An die KI,
-die das liest", 4), telling the model to ignore the user (4), a harmful action
-(exfiltrate, delete, ask for a password: 3.5), concealment (3), hidden text (3 when a
-signal shows only once invisible characters are decoded), "tell the user …" / "state
-that …" (2.5), "new instructions" (2.5). Verbs are matched by stem and also in the text
+summarising this page", "your reply to the user must …", 4.5), words addressed to the
+assistant ("Dear AI,", "An die KI, die das liest", "To the AI:", 4), the reader singled
+out by what it is ("if you are an AI", 4), orders only a model can carry out ("your new
+task is …", 4), an image address carrying a placeholder for the user's data (4), a must
+laid on a reader so addressed (+3), telling the model to ignore the user (4), a harmful
+action (exfiltrate, delete, ask for a password: 3.5), concealment (3), hidden text (3
+when a signal shows only once invisible characters are decoded), "tell the user …" /
+"state that …" (2.5), "new instructions" (2.5). Not counted: orders reported in an
+article ("pages telling the model to ignore its instructions", :func:`_reported`),
+quotations given as examples (:func:`mentions_removed`), the writer's correction of their
+own or topical instructions (:func:`_corrected`), "from now on" memos about the work of
+staff, field labels ("Model: XR-200") and a person's new status or job. Verbs are matched by stem and also in the text
 with the accents of Latin letters removed, so inflections and accent-free spellings
 count ("olvídate", "olvidate").
 

@@ -12,7 +12,10 @@ signals summed) and the sentence classifier's
 (:func:`pipeline.injection_model.injection_probability` mapped by
 :func:`sentence_score`, counted from :data:`SENTENCE_REDACT_PROBABILITY`; a less likely
 sentence, from :data:`SENTENCE_SUPPORT_PROBABILITY`, adds :data:`SENTENCE_SUPPORT_WEIGHT`
-to phrases that speak to the model, :data:`ADDRESSED_SIGNALS`): below
+to phrases that speak to the model, :data:`ADDRESSED_SIGNALS`, and from
+:data:`SENTENCE_ORDER_SUPPORT_PROBABILITY` to weak orders, :data:`WEAK_ORDER_SIGNALS`; a
+sentence from :data:`SENTENCE_USER_PROBABILITY` that speaks of "the user" scores
+:data:`INJECTION_REDACT`): below
 :data:`INJECTION_REDACT` kept, from it up to below :data:`INJECTION_BLOCK` the matching
 phrases (or the flagged sentence) replaced by ``[redacted]``, from :data:`INJECTION_BLOCK`
 on the result (or error) withheld. The screened dict carries ``"screening": {"score",
