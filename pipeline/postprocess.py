@@ -33,7 +33,7 @@ from typing import Any
 from instances.models import Instance
 from instances.services import ainstance_tier_secrets_get
 from openmates import llm
-from pipeline.preprocess import language_name
+from pipeline.preprocess import display_line, language_name, plain_text
 from pipeline.prompts import estimate_tokens, history_budget_tokens
 
 logger = logging.getLogger(__name__)
@@ -155,13 +155,14 @@ async def _model_postprocess(
     data = await _ask(instance, chat_id, language, title, rolling, recent, fast_context_tokens)
     raw = data.get("follow_ups")
     follow_ups = (
-        tuple(str(f).strip() for f in raw if str(f).strip())[:MAX_FOLLOW_UPS]
+        tuple(line for f in raw if (line := display_line(str(f))))[:MAX_FOLLOW_UPS]
         if isinstance(raw, list)
         else ()
     )
     new_title, new_summary, covers = None, None, None
-    if data.get("topic_changed") and str(data.get("title") or "").strip():
-        new_title = str(data["title"]).strip()[:80]
+    title_line = display_line(plain_text(str(data.get("title") or "")))
+    if data.get("topic_changed") and title_line:
+        new_title = title_line[:80]
     asked = str(data.get("summary") or "").strip() or None
     if complete and asked and conversation:
         new_summary, covers = asked, str(conversation[-1]["message_id"])

@@ -1395,12 +1395,25 @@ def plain_text(text: str) -> str:
     return " ".join(text.split())
 
 
+# C0 and C1 control characters (tabs and line breaks become spaces first).
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def display_line(text: str) -> str:
+    """``text`` fit to show on one line of the UI (a title, a follow-up suggestion):
+    without invisible characters (:func:`pipeline.injection.strip_invisible`: a bidi
+    override such as U+202E shows what follows it reversed, so U+202E + "txt.exe" reads
+    as "exe.txt"; emoji joiners and ZWNJ where a script needs it stay) and control
+    characters, whitespace collapsed to single spaces."""
+    return _CONTROL_RE.sub("", " ".join(strip_invisible(text).split()))
+
+
 def heuristic_title(text: str, *, category: str = "general") -> ChatTitle:
     """A title from the message's first eight words (no model; Markdown stripped), in the
     message's own language; :data:`NEW_CHAT` only for a message without words."""
     # Eight words need only the text's start (the whole text may be megabytes).
     unquoted = _QUOTE_LINE_RE.sub(" ", _FENCE_RE.sub(" ", text[:TITLE_SOURCE_CHARS]))
-    plain = plain_text(unquoted)
+    plain = display_line(plain_text(unquoted))
     words = instruction_text(plain).split()
     if len(words) < 3:  # "Übersetze: <text>": the head alone names nothing
         words = plain.split()
@@ -1456,7 +1469,7 @@ async def title_generate(
     except llm.LLMError as exc:
         return title_fallback(text, chat_id, f"the title call failed: {exc}", started)
     data = result.data if isinstance(result.data, dict) else {}
-    title = plain_text(str(data.get("title") or ""))[:80]
+    title = display_line(plain_text(str(data.get("title") or "")))[:80]
     problem = _title_problem(title)
     if problem:
         return title_fallback(text, chat_id, problem, started)
@@ -1464,9 +1477,9 @@ async def title_generate(
     tags: list[Any] = raw_tags if isinstance(raw_tags, list) else []
     return ChatTitle(
         title=title,
-        icon=str(data.get("icon") or "chat")[:40],
-        category=str(data.get("category") or "general")[:40],
-        tags=tuple(str(tag)[:40] for tag in tags[:10]),
+        icon=display_line(str(data.get("icon") or ""))[:40] or "chat",
+        category=display_line(str(data.get("category") or ""))[:40] or "general",
+        tags=tuple(line[:40] for tag in tags[:10] if (line := display_line(str(tag)))),
     )
 
 

@@ -359,3 +359,54 @@ async def test_a_title_call_failing_outside_the_gateway_gives_the_heuristic_titl
     title = _preprocess_frames(frames)[1]
     assert title["title"] == "Comment réparer un vélo crevé"
     assert "RuntimeError('the secret store is sealed')" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+async def test_titles_and_follow_ups_lose_bidi_overrides_and_control_characters(
+    ws_client: Any, chat: Any, user: Any, llm_script: Any
+) -> None:
+    hostile_title = (
+        '{"title": "\\u202eexe.txt **Trip** plan\\u0007", "icon": "\\u202emap", '
+        '"category": "travel\\u200b", "tags": ["\\u2066x\\u2069", "\\u200b"]}'
+    )
+    hostile_post = (
+        '{"follow_ups": ["\\u202eWhat about\\u200b trains?", " \\u200e ", "Hotels\\u001b?"], '
+        '"topic_changed": false, "summary": ""}'
+    )
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=hostile_title, model="fast")
+    llm_script.reply(text="Sure.", model="standard")
+    llm_script.reply(text=hostile_post, model="fast")
+
+    frames = await _first_turn(ws_client, user, chat, "Plan a trip to Lisbon for me")
+
+    titled = [f for f in _preprocess_frames(frames) if f.get("title")]
+    assert [(f["title"], f["icon"]) for f in titled] == [("exe.txt Trip plan", "map")]
+    done = next(f for f in frames if f["type"] == "postprocess.done")
+    assert done["follow_ups"] == ["What about trains?", "Hotels?"]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("\u202eexe.txt", "exe.txt"),
+        ("a\u2066b\u2069c\u200fd", "abcd"),
+        ("tab\there\nand\x00nul\x1b", "tab here andnul"),
+        ("\U0001f469\u200d\U0001f4bb coder", "\U0001f469\u200d\U0001f4bb coder"),  # ZWJ emoji kept
+        (
+            "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+            "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+        ),
+    ],
+)
+def test_display_line_keeps_what_a_script_needs_and_drops_what_hides_or_reorders(
+    text: str, shown: str
+) -> None:
+    assert pre.display_line(text) == shown
+
+
+def test_a_heuristic_title_drops_a_bidi_override_of_the_message() -> None:
+    assert (
+        pre.heuristic_title("\u202eWie spät ist es in Tokio?").title == "Wie spät ist es in Tokio"
+    )

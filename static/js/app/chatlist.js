@@ -1,6 +1,6 @@
 // The chat list: pinned first, then newest first; virtualised (only the rows in view,
 // plus a margin, exist in the DOM) so a thousand chats stay fast.
-import { el } from "./dom.js";
+import { displayLine, el } from "./dom.js";
 import { icon } from "./icons.js";
 import { isServerManaged } from "./state.js";
 
@@ -90,7 +90,7 @@ export class ChatList {
 
   row(chat) {
     // undefined: not decrypted yet; null: the chat has no title (yet).
-    const title = chat.title === undefined ? "…" : chat.title || "New chat";
+    const title = chat.title === undefined ? "…" : displayLine(chat.title || "") || "New chat";
     const open = this.editingId === chat.chat_id
       ? this.renameInput(chat)
       : el("button", {
@@ -129,7 +129,7 @@ export class ChatList {
     const finish = (save) => {
       if (this.editingId !== chat.chat_id) return;
       this.editingId = null;
-      const value = input.value.trim();
+      const value = displayLine(input.value);
       // An emptied field is passed on too, so the user hears why the name stays.
       if (save && value !== (chat.title || "")) this.handlers.onRename(chat.chat_id, value);
       this.render();

@@ -25,6 +25,16 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// Bidi controls (an override such as U+202E shows what follows it reversed: a title
+// "<U+202E>txt.exe" reads "exe.txt"), zero-width spaces, byte-order marks and control
+// characters; emoji joiners and ZWNJ stay.
+const HIDDEN_IN_A_LINE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]/g;
+
+// A title (or another short text from storage or the server) fit for one line of the UI.
+export function displayLine(text) {
+  return String(text).replace(HIDDEN_IN_A_LINE, "").replace(/\s+/g, " ").trim();
+}
+
 export function csrfToken() {
   const input = document.querySelector("#csrf-holder input[name=csrfmiddlewaretoken]");
   return input ? input.value : "";

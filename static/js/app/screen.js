@@ -3,7 +3,7 @@
 // chat's stored messages, the confirmation dialog, which of the conversation and the
 // memories page is shown. Of the app state it changes only which chat is open (newChat,
 // showCreated).
-import { $ } from "./dom.js";
+import { $, displayLine } from "./dom.js";
 import { emojiSupported, icon } from "./icons.js";
 import { activeTurnOf, chosenOf, config, currentChat, isReadOnly, isServerManaged, isStreaming, rememberOpenChat, settledStatus, state } from "./state.js";
 import { storedReason } from "./reasons.js";
@@ -62,10 +62,11 @@ export class Screen {
 
   setHeader() {
     const chat = currentChat();
-    $("chat-title").textContent = chat && chat.title ? chat.title : "New chat";
+    const title = chat && chat.title ? displayLine(chat.title) : "";
+    $("chat-title").textContent = title || "New chat";
     $("chat-icon").replaceChildren(chat ? chatIcon(chat.icon) : "");
     $("chat-icon").title = chat && chat.icon ? chat.icon : "";
-    document.title = chat && chat.title ? `${chat.title} · OpenMates` : "OpenMates";
+    document.title = title ? `${title} · OpenMates` : "OpenMates";
     const picker = $("instance-picker");
     picker.disabled = Boolean(chat);
     if (chat) picker.value = chat.instance;
@@ -208,7 +209,8 @@ export class Screen {
 
   // Asks before deleting a chat: resolves true when the user confirmed.
   confirmDelete(chat) {
-    return this.confirm(`Delete “${chat && chat.title ? chat.title : "this chat"}” and all its messages? This cannot be undone.`, "Delete");
+    const title = chat && chat.title ? displayLine(chat.title) : "";
+    return this.confirm(`Delete “${title || "this chat"}” and all its messages? This cannot be undone.`, "Delete");
   }
 
   // Asks `text` with a confirm button labelled `action`: resolves true when confirmed.

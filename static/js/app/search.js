@@ -4,7 +4,7 @@
 // ciphertext on first use and kept current from the store's change notices (a chat
 // marked stale is read again before the next query). Results show the chat's title and
 // the message with its matches highlighted; opening one jumps to the message.
-import { el } from "./dom.js";
+import { displayLine, el } from "./dom.js";
 import { SearchIndex, matchRanges, tokens } from "./search_index.js";
 import { state } from "./state.js";
 import { decryptMessage } from "./storage.js";
@@ -176,7 +176,7 @@ export class ChatSearch {
 
   row(result, words) {
     const chat = state.chats.get(result.chatId);
-    const title = chat && chat.title ? chat.title : "New chat";
+    const title = (chat && chat.title ? displayLine(chat.title) : "") || "New chat";
     const titleNodes = result.kind === "title" ? highlighted(result.text, result.ranges) : [title];
     const body = result.kind === "message" ? snippet(result.text, result.ranges) : null;
     return el("button", {
