@@ -15,6 +15,11 @@ tool's one-vs-rest logistic regression over the same vectors (its examples again
 other texts; :func:`pipeline.injection_model.logistic_fit`) gives the message at least
 :data:`CLASSIFIER_MIN_PROBABILITY`: the nearest neighbour is swayed by a shared name ("…
 in Krakow"), the regression by the words that decide.
+Similarity decides alone when no trigger fired; beside a trigger's tool, another tool by
+meaning also needs its regression at least :data:`BESIDE_RULE_PROBABILITY` sure ("what
+time does the final kick off?" is the clock's words and a search's need). A clause gets
+the tools of :data:`CLAUSE_RULES_ONLY` (the memory save) by their triggers only: a fact
+stated beside another request is context for it.
 Without the model's vectors (while it loads, or without the package), the
 character-trigram cosine (:func:`trigram_cosine`, script-independent) to the nearest
 example, at least :data:`TRIGRAM_MIN_COSINE`, stands in.
@@ -23,7 +28,9 @@ The examples' vectors and the regressions are computed once (:func:`warm_up` at
 start-up, or in a background thread the first time a message needs them: until then
 similarity is by trigrams alone, and by the nearest example alone, so a cold model never
 delays a turn); a message is embedded once (a small LRU cache keeps
-the last vectors, so a message preselected twice costs one embedding).
+the last vectors, so a message preselected twice costs one embedding). Per set of enabled
+tools the rows, their matrix and the regressions' stacked weights are kept
+(:class:`_Layout`): a message costs two matrix products and one reduction.
 """
 
 from __future__ import annotations
@@ -247,6 +254,10 @@ class _Vectors:
         self._models: dict[frozenset[tuple[str, str]], dict[str, Any]] = {}
         self._by_texts: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[str, Any]] = {}
         self._training: threading.Thread | None = None
+        # The rows of each set of enabled tools (:func:`_layout`), with their matrix and
+        # regressions once made: found by the profiles' identities on every message.
+        self.layouts: dict[tuple[tuple[int, ...], tuple[str, ...]], _Layout] = {}
+        self.lock = self._lock
         self.available = True
 
     def _embed(self, texts: list[str]) -> list[Any] | None:
@@ -349,7 +360,7 @@ class _Vectors:
         import numpy as np
 
         features = np.asarray(matrix, dtype=np.float64)
-        models = {
+        fitted = {
             name: logistic_fit(
                 features,
                 np.array([label == name for label in labels], dtype=np.float64),
@@ -357,6 +368,11 @@ class _Vectors:
             )
             for name in dict.fromkeys(label for label in labels if label)
         }
+        models: dict[str, Any] = dict(fitted)
+        if fitted:
+            # Every tool's weights as one (d + 1, tools) matrix: a message's probabilities
+            # are one product, not one per tool.
+            models[_STACKED] = (tuple(fitted), np.stack(list(fitted.values()), axis=1))
         with self._lock:
             self._models[key] = models
             while len(self._models) > MODEL_CACHE_SIZE:
@@ -433,39 +449,100 @@ class Similarity:
     likely: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class _Layout:
+    """The rows one set of enabled tools' profiles is compared with (every registered
+    tool's texts, then the no-tool class's), made once per set: ``starts`` (where each of
+    ``names``' rows begin), ``tool_rows`` (how many rows are tools'), and, once made, the
+    (rows, 512) ``matrix`` of their unit vectors and the tools' regressions."""
+
+    given: tuple[ToolProfile, ...]
+    names: tuple[str, ...]
+    texts: tuple[str, ...]
+    labels: tuple[str, ...]
+    starts: Any
+    tool_rows: int
+    matrix: Any = None
+    models: dict[str, Any] | None = None
+
+
+def _layout(profiles: Sequence[ToolProfile]) -> _Layout:
+    """The (cached, per :data:`_vectors`) :class:`_Layout` of ``profiles`` with every
+    other registered tool after them."""
+    import numpy as np
+
+    registered = tuple(t.name for t in all_tools())
+    key = (tuple(id(p) for p in profiles), registered)
+    found = _vectors.layouts.get(key)
+    if found is not None and all(a is b for a, b in zip(found.given, profiles, strict=True)):
+        return found
+    names = {p.name for p in profiles}
+    every = [
+        *profiles,
+        *(tool_profile(t.name, t.description) for t in all_tools() if t.name not in names),
+    ]
+    no_tool = _no_tool_texts(every)
+    tool_texts = tuple(t for p in every for t in p.texts)
+    made = _Layout(
+        given=tuple(profiles),
+        names=tuple(p.name for p in every),
+        texts=(*tool_texts, *no_tool),
+        labels=(*(p.name for p in every for _ in p.texts), *("" for _ in no_tool)),
+        starts=np.cumsum([0, *(len(p.texts) for p in every[:-1])]),
+        tool_rows=len(tool_texts),
+    )
+    with _vectors.lock:
+        _vectors.layouts[key] = made
+        while len(_vectors.layouts) > STACK_CACHE_SIZE:
+            _vectors.layouts.pop(next(iter(_vectors.layouts)))
+    return made
+
+
 def _embedding_scores(text: str, profiles: Sequence[ToolProfile]) -> Similarity | None:
     # The tools' vectors are never made inside a turn (seconds on a loaded machine): until
     # :func:`warm_up` or the background embedding has made them, the other evidence decides.
     # Every registered tool competes, enabled or not: a weather question must not fall to
     # the clock because the instance has no weather tool.
-    names = {p.name for p in profiles}
-    profiles = [
-        *profiles,
-        *(tool_profile(t.name, t.description) for t in all_tools() if t.name not in names),
-    ]
-    no_tool = _no_tool_texts(profiles)
-    texts = [*(t for p in profiles for t in p.texts), *no_tool]
-    matrix = _vectors.of_texts(texts, wait=False)
-    if matrix is None:
-        return None
+    import numpy as np
+
+    layout = _layout(profiles)
+    if layout.matrix is None:
+        layout.matrix = _vectors.of_texts(layout.texts, wait=False)
+        if layout.matrix is None:
+            return None
     vector = message_vector(text)
     if vector is None:
         return None
-    cosines = matrix @ vector
-    tools: dict[str, float] = {}
-    start = 0
-    for profile in profiles:
-        end = start + len(profile.texts)
-        tools[profile.name] = float(cosines[start:end].max())
-        start = end
-    labels = (*(p.name for p in profiles for _ in p.texts), *("" for _ in no_tool))
-    models = _vectors.models(tuple(texts), labels, matrix, wait=False)
-    likely = {name: _probability(w, vector) for name, w in (models or {}).items()}
-    return Similarity(tools, float(cosines[start:].max()) if no_tool else -1.0, likely)
+    cosines = layout.matrix @ vector
+    # Each tool's nearest example: one reduction over the tools' rows, not a slice each.
+    nearest = np.maximum.reduceat(cosines[: layout.tool_rows], layout.starts)
+    tools = dict(zip(layout.names, nearest.tolist(), strict=True))
+    no_tool = cosines[layout.tool_rows :]
+    if layout.models is None:
+        layout.models = _vectors.models(layout.texts, layout.labels, layout.matrix, wait=False)
+    return Similarity(
+        tools,
+        float(no_tool.max()) if len(no_tool) else -1.0,
+        _probabilities(layout.models, vector),
+    )
 
 
-def _probability(weights: Any, vector: Any) -> float:
-    return float(1.0 / (1.0 + math.exp(-float(vector @ weights[:-1] + weights[-1]))))
+# The key of :meth:`_Vectors.models`' stacked weights (no tool is called "").
+_STACKED = ""
+
+
+def _probabilities(models: dict[str, Any] | None, vector: Any) -> dict[str, float]:
+    """Each tool's probability (0-1) by its regression for the unit ``vector`` (512
+    floats), from the stacked (d + 1, tools) weights in one product; empty without
+    regressions."""
+    import numpy as np
+
+    if not models or _STACKED not in models:
+        return {}
+    names, weights = models[_STACKED]
+    scores = vector @ weights[:-1] + weights[-1]
+    probabilities = 1.0 / (1.0 + np.exp(-np.clip(scores, -60.0, 60.0)))
+    return dict(zip(names, probabilities.tolist(), strict=True))
 
 
 def tool_probabilities(text: str) -> dict[str, float] | None:
@@ -549,6 +626,13 @@ MIN_CLAUSE_WORDS = 2
 CLAUSE_MIN_WORDS = 3
 CLAUSE_MIN_COSINE = 0.4
 CLAUSE_MIN_PROBABILITY = 0.15
+# Tools a clause gets by their rules only, never by meaning: a clause stating a fact
+# beside another request ("my daughter is 7, which book suits her?") is context for that
+# request, and a save asked for in a clause says so in words the rules know ("remember").
+CLAUSE_RULES_ONLY = frozenset({"memory_save"})
+# A tool beside one a rule chose needs its regression at least this sure (and to be the
+# nearest example, as any tool by meaning).
+BESIDE_RULE_PROBABILITY = 0.5
 
 
 def clauses(text: str) -> list[str]:
@@ -611,15 +695,21 @@ def _by_meaning(
             choices.append(ToolChoice(profile.name, reason))
         else:
             pending.append(profile)
-    if pending and not choices:
-        # Similarity only decides when no rule did: a message rarely needs two tools,
-        # and skipping the embedding keeps rule-matched messages at a fraction of a ms.
-        embedded = _embedding_scores(text, profiles) if embed and USE_EMBEDDINGS else None
-        grams = trigrams(text)
-        for profile in pending:
-            reason = _similarity_reason(profile, embedded, grams, floor=floor)
-            if reason:
-                choices.append(_likelier(profile.name, reason, embedded, pending))
+    ruled = bool(choices)
+    embedded = _embedding_scores(text, profiles) if pending and embed and USE_EMBEDDINGS else None
+    if ruled:
+        # Beside a rule's tool, another by meaning only when its regression is sure of
+        # it ("what time does the match kick off tonight?" is the clock's words and a
+        # search's need); never by trigrams.
+        likely = embedded.likely if embedded is not None else {}
+        pending = [p for p in pending if likely.get(p.name, 0.0) >= BESIDE_RULE_PROBABILITY]
+    if floor is not None:
+        pending = [p for p in pending if p.name not in CLAUSE_RULES_ONLY]
+    grams = trigrams(text) if pending and embedded is None else Counter()
+    for profile in pending:
+        reason = _similarity_reason(profile, embedded, grams, floor=floor)
+        if reason:
+            choices.append(_likelier(profile.name, reason, embedded, pending))
     # One choice per tool (two neighbours may give way to the same likelier tool).
     return list({c.name: c for c in choices}.values())
 

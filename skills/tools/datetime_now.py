@@ -103,6 +103,45 @@ EXAMPLES = (
     "伦敦现在几点？",
     "지금 몇 시야?",
     "Bugün günlerden ne?",
+    "quick one: is it still Sunday over in Auckland?",
+    "what's the date, I keep losing track",
+    "my watch died, got the time?",
+    "Is it already past midnight in Tokyo?",
+    "What day of the month are we on?",
+    "Sag mal schnell, wie spät es ist",
+    "Ist in Sydney schon Montag?",
+    "Haben wir heute den 12. oder den 13.?",
+    "Tu as l'heure, s'il te plaît ?",
+    "À Los Angeles, il est quelle heure là maintenant ?",
+    "On est le combien aujourd'hui ?",
+    "¿Me dices la hora, porfa?",
+    "¿Qué fecha es hoy, que no me acuerdo?",
+    "Oggi è il 14 o il 15?",
+    "Mi sai dire l'ora esatta?",
+    "Подскажи, сколько сейчас времени",
+    "Какое сегодня число, не напомнишь?",
+    "今日って何月何日だっけ？",
+    "いまニューヨークって何時？",
+    "现在纽约是几点？",
+    "今天是星期几来着？",
+    "Hoe laat is het daar nu in New York?",
+    "Którego dzisiaj mamy?",
+    "Która godzina jest teraz w Tokio?",
+    "Que horas são aí em Nova Iorque agora?",
+    "Hoje é dia quantos?",
+    "오늘 며칠이야?",
+    "Şu an Tokyo'da saat kaç?",
+    "Is it the weekend yet? What's today",
+    "What's the local time for my colleague in Bangalore?",
+    "Is the US east coast awake yet? What time is it there",
+    "Wie spät ist es gerade bei meinem Bruder in Kalifornien?",
+    "Quelle heure est-il chez ma sœur à Montréal ?",
+    "¿Qué hora tienen ahora mismo en Ciudad de México?",
+    "Che ore sono adesso in California?",
+    "Который час сейчас у брата в Нью-Йорке?",
+    "今、ロサンゼルスは朝？夜？",
+    "Hoe laat is het nu bij mijn zus in Sydney?",
+    "Która jest godzina u mojej siostry w Nowym Jorku?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -148,7 +187,7 @@ TRIGGERS = (
     r"|\btoday'?s date\b|\bwhat(?:'s| is) (?:the )?date\b|\bday of the week\b"
     r"|\bis it (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
     r"|\bwhich day is (?:it|today)\b|\bdate today\b",
-    r"\bwie spät\b|\bwie ?viel uhr\b|\buhrzeit\b|\bwelche[rs]? (?:wochen)?(?:tag|datum)"
+    r"\bwie spät\b|(?<!\bum )\bwie ?viel uhr\b|\buhrzeit\b|\bwelche[rs]? (?:wochen)?(?:tag|datum)"
     r" (?:ist|haben wir) (?:heute|es|morgen)\b|\bwelches datum\b|\bder wievielte\b"
     r"|\bden wievielten\b|\bdatum (?:ist )?heute\b|\bheutige[sn]? datum\b",
     r"\bquelle heure est[- ]il\b|\bil est quelle heure\b|\bl'heure (?:actuelle|qu'il est)\b"
