@@ -147,7 +147,6 @@ EXAMPLES = (
     "İstanbul'da bugün hava nasıl?",
     "We're hiking near Zermatt tomorrow, what are the conditions looking like?",
     "Flying to Reykjavik tonight, is it stormy there?",
-    "Wir fahren morgen an die Ostsee, wie wird's da?",
     "On part à Biarritz demain, il va faire beau ?",
     "Vamos a la playa en Cádiz mañana, ¿hará sol?",
     "Domani vado in montagna in Trentino, com'è previsto?",

@@ -21,9 +21,9 @@ SPLITS = bench.SPLITS
 # Floors a little below what bench/preprocess_quality.py measures on each split (dev:
 # tuned on; held: written with the rules; fresh: written apart, its misses read once;
 # fresh2, fresh3: written apart and never read), so a regression fails.
-TOOL_FLOORS = {"dev": 0.98, "held": 0.98, "fresh": 0.96, "fresh2": 0.96, "fresh3": 0.93}
+TOOL_FLOORS = {"dev": 0.98, "held": 0.98, "fresh": 0.96, "fresh2": 0.96, "fresh3": 0.94}
 TOOL_PRECISION_FLOORS = {"dev": 0.95, "held": 0.96, "fresh": 0.93, "fresh2": 0.87, "fresh3": 0.9}
-DEMO_FLOORS = {"dev": 0.97, "held": 0.98, "fresh": 0.97, "fresh2": 0.96, "fresh3": 0.94}
+DEMO_FLOORS = {"dev": 0.97, "held": 0.98, "fresh": 0.97, "fresh2": 0.96, "fresh3": 0.96}
 DEMO_PRECISION_FLOORS = {"dev": 0.95, "held": 0.97, "fresh": 0.95, "fresh2": 0.89, "fresh3": 0.93}
 LANGUAGE_FLOORS = {"dev": 0.99, "held": 0.98, "fresh": 0.98, "fresh2": 0.97, "fresh3": 0.96}
 
