@@ -53,6 +53,12 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "ayuda",
                     "eso",
                     "ahora",
+                    "más",
+                    "mucho",
+                    "cuál",
+                    "dónde",
+                    "hoy",
+                    "corto",
                 ]
             ),
         ),
@@ -80,6 +86,11 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "entendi",
                     "ajuda",
                     "isso",
+                    "mais",
+                    "hoje",
+                    "curto",
+                    "onde",
+                    "qual",
                 ]
             ),
         ),
@@ -310,6 +321,15 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "ты",
                     "понимаю",
                     "помоги",
+                    "сделай",
+                    "короче",
+                    "какой",
+                    "какая",
+                    "сейчас",
+                    "нужно",
+                    "надо",
+                    "можно",
+                    "который",
                 ]
             ),
         ),
@@ -363,6 +383,20 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "де",
                     "поясни",
                     "дякую",
+                    "зроби",
+                    "коротше",
+                    "будь",
+                    "ласка",
+                    "який",
+                    "яка",
+                    "яке",
+                    "чому",
+                    "скільки",
+                    "також",
+                    "зараз",
+                    "потрібно",
+                    "треба",
+                    "можна",
                 ]
             ),
         ),
@@ -451,6 +485,29 @@ def close_pair_language(text: str, guess: str, fallback: str | None = None) -> s
             return fallback
         return best
     return guess
+
+
+def own_words_language(text: str, guess: str) -> str | None:
+    """The member of ``guess``'s group of close languages whose own letters and words
+    ``text`` has more of than any other member's (None: ``guess`` is in no group, or no
+    member has any, or two tie): "Зроби коротше" is Ukrainian by its words however
+    unsure py3langid is."""
+    for group in _GROUPS:
+        if guess not in group:
+            continue
+        lowered = text.lower()
+        tokens = _WORDS_RE.findall(lowered)
+        scores = sorted(
+            (
+                (_evidence(lowered, letters, words, tokens), code)
+                for code, (letters, words) in group.items()
+            ),
+            reverse=True,
+        )
+        if scores[0][0] > 0 and scores[0][0] > scores[1][0]:
+            return scores[0][1]
+        return None
+    return None
 
 
 def _words(text: str) -> frozenset[str]:

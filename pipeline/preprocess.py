@@ -510,6 +510,11 @@ def _identified_language(sample: str, fallback: str) -> str | None:
         )
         if worded != base:
             return worded
+        # py3langid's unsure first choice, settled within its close group by the words
+        # only one member writes.
+        own = languages.own_words_language(sample, language) if language else None
+        if own is not None:
+            return own
         chosen = languages.function_word_language(sample, base, runners_up)
         return chosen if chosen != base else None
     writes_script = _script_language(sample, fallback, shared=True) in (None, fallback)
