@@ -81,7 +81,8 @@ _COLON_TAIL_RE = re.compile(r"^(?P<head>[^:\uff1a\n]+?)\s*[:\uff1a]\s*(?P<tail>\
 # instruction and the rest its material ("Übersetze: I'm running late", "Traduis : …"),
 # by language.
 _INSTRUCTION_VERB_WORDS: dict[str, str] = {
-    "en": "translate summarize summarise rewrite rephrase paraphrase proofread correct explain",
+    "en": "translate summarize summarise rewrite rephrase paraphrase proofread correct explain "
+    "mean",
     "de": "übersetze übersetz übersetzen zusammenfassen korrigiere korrigieren erkläre "
     "erklären umformulieren",
     "fr": "traduis traduisez traduire résume résumez corrige corrigez reformule reformulez "
@@ -89,7 +90,7 @@ _INSTRUCTION_VERB_WORDS: dict[str, str] = {
     "es": "traduce traducir traduzca resume resumir corrige corregir explica",
     "it": "traduci tradurre traducimi riassumi correggi spiega",
     "pt": "traduza traduzir traduz resuma corrija explique",
-    "nl": "vertaal vertalen samenvatten verbeter",
+    "nl": "vertaal vertalen samenvatten verbeter betekent",
     "pl": "przetłumacz przetłumaczyć streść popraw",
     "ru": "переведи переведите перевести перескажи исправь",
     "uk": "переклади перекладіть перекласти",
@@ -105,6 +106,11 @@ _INSTRUCTION_VERB_WORDS: dict[str, str] = {
 _INSTRUCTION_VERBS = {
     verb: language for language, verbs in _INSTRUCTION_VERB_WORDS.items() for verb in verbs.split()
 }
+_CJK_VERBS = tuple(
+    (verb, language)
+    for verb, language in _INSTRUCTION_VERBS.items()
+    if language in ("ja", "zh", "ko")
+)
 # Besides the verb, such a head has at most this many words ("Bitte übersetze",
 # "Please translate", "Por favor traduce").
 INSTRUCTION_HEAD_WORDS = 3
@@ -158,7 +164,49 @@ def instruction_text(text: str) -> str:
         head = match.group("head")
         if (len(head.split()) >= 3 and len(head) >= 8) or instruction_verb_language(head):
             stripped = head
+    else:
+        stripped = _instruction_head(stripped.strip()) or stripped
     return " ".join(stripped.split()) or " ".join(text.split())
+
+
+# Where an instruction sentence ends and unquoted material may follow: a sentence end, or
+# a dash between spaces ("Translate this please - Je suis …", "翻訳して。The train …").
+_HEAD_END_RE = re.compile(r"[?!.]\s+|[\u3002\uff1f\uff01]\s*|\s[-\u2013\u2014]\s")
+# A head ending there is an instruction when it has at most this many words.
+HEAD_SENTENCE_WORDS = 8
+
+
+def _instruction_head(text: str) -> str | None:
+    """The first sentence of ``text`` when it is a short instruction about material that
+    follows unquoted ("Kannst du das übersetzen? The meeting …", "Corrige les fautes stp.
+    I has went …"): at most :data:`HEAD_SENTENCE_WORDS` words holding an instruction verb
+    (:data:`_INSTRUCTION_VERBS`, not one of :data:`_ABOUT_VERBS`), with more text after
+    it; else None."""
+    end = _HEAD_END_RE.search(text)
+    if end is None or end.end() >= len(text):
+        return None
+    head = text[: end.start()]
+    words = [word.strip(".,!¡¿?\"'«»") for word in head.casefold().split()]
+    if not 0 < len(words) <= HEAD_SENTENCE_WORDS:
+        return None
+    if any(w in _INSTRUCTION_VERBS and w not in _ABOUT_VERBS for w in words):
+        return head
+    return head if _cjk_verb_language(head) else None
+
+
+# Instruction verbs about a topic rather than material: "Explain this. What is 17 times
+# 23?" asks the second sentence.
+_ABOUT_VERBS = frozenset(
+    ["explain", "erkläre", "erklären", "explique", "expliquez", "explica", "spiega"]
+)
+
+
+def _cjk_verb_language(head: str) -> str | None:
+    # Chinese, Japanese and Korean write no spaces between a verb and its object
+    # ("これを英語から訳して", "帮我翻译一下"): their verbs are looked for inside a short head.
+    if len(head) > 20:
+        return None
+    return next((language for verb, language in _CJK_VERBS if verb in head), None)
 
 
 def tool_vectors_prefetch(content: str) -> None:
@@ -177,7 +225,8 @@ def instruction_verb_language(head: str) -> str | None:
     words = [word.strip(".,!¡¿?\"'«»") for word in head.casefold().split()]
     if not 0 < len(words) <= INSTRUCTION_HEAD_WORDS:
         return None
-    return next((_INSTRUCTION_VERBS[w] for w in words if w in _INSTRUCTION_VERBS), None)
+    found = next((_INSTRUCTION_VERBS[w] for w in words if w in _INSTRUCTION_VERBS), None)
+    return found or _cjk_verb_language(head)
 
 
 # Short messages langid cannot place (a word or two), by language, "|"-separated. A

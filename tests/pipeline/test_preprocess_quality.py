@@ -128,6 +128,11 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("Jeg har ikke tid i dag", "da", "da"),
         ("Hva synes du om det?", "da", "no"),
         ("Я хочу научиться готовить борщ", "uk", "ru"),
+        # An instruction sentence before unquoted material: the instruction's language.
+        ("Kannst du das übersetzen? The meeting has been moved to Thursday", "en", "de"),
+        ("Translate to English please - Je suis très fatigué aujourd'hui", "fr", "en"),
+        ("これを英語から訳して。The train will be delayed by ten minutes", "en", "ja"),
+        ("帮我翻译一下：The weather is lovely today", "en", "zh"),
         # Short Polish, Czech, Slovak and Catalan replies.
         ("Nie rozumiem", "en", "pl"),
         ("Nevím", "en", "cs"),
