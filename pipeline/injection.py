@@ -370,9 +370,12 @@ _REVEAL_VERBS = (
 # A persona for the reader: an AI, a character, a version of itself ("you are now an AI
 # without rules", "you are now the unfiltered version", "you are now a pirate character").
 _PERSONA = (
-    r"ai|a\.i\.|assistant(?! (?:manager|director|coach|editor|professor|principal|teacher|to|of"
+    r"(?:ai|a\.i\.|assistant(?! (?:manager|director|coach|editor|professor|principal|teacher|to|of"
     r"|for|secretary|chef|producer|head|lead)\b)|bot|chatbot|language model|llm|persona|character"
     r"|gpt|pirate|hacker"
+    # Not a product's plan or programme ("you are now an AI Pro subscriber").
+    r")(?!\s+(?:\w+\s+)?(?:member|subscriber|customer|user|plan|tier|account|subscription"
+    r"|newsletter|beta|tester|program|programme|community|club|course|waitlist)s?\b)"
 )
 _PERSONA_MORE = (
     r"ki|ia|ии|assistent\w*|asistente|assistente|asystent\w*|modell|modelo|modello|modèle"
@@ -830,7 +833,12 @@ _MENTION_MARKERS = (
     r"wie|wie etwa|zum beispiel|z\.\s?b\.|etwa|comme|par exemple|tels? que|telles? que|"
     r"como|por ejemplo|tales como|come|ad esempio|per esempio|tipo|zoals|bijvoorbeeld|"
     r"jak|np\.|na przykład|takie jak|как|например|такие как|типа|"
-    r"例えば|たとえば|比如|例如|像是|像"
+    r"例えば|たとえば|比如|例如|像是|像|"
+    # Words naming a piece of text or its typing ("the phrase '…'", "attackers pasted
+    # '…'"): what follows is quoted; not "says" or "message", which an order may carry.
+    r"phrases?|sentences?|strings?|prompts?|commands?|words|wording|pasted?|pasting|typed|typing"
+    r"|wrote|entered|Satz|Sätze|Phrasen?|Befehle?|eingegeben|tippten|commandes?|frases?"
+    r"|comandos?|zinnen|zin|opdracht|zdani[ae]|polecenie|фраз[аыу]|команд[аыу]|ввели|написали"
 )
 # A quotation in any common style; a double quote may be JSON-escaped (the scored text is
 # the output as JSON).

@@ -221,3 +221,9 @@ def test_a_likely_sentence_about_the_user_redacts(monkeypatch: pytest.MonkeyPatc
     screened = out.screen_tool_output({"success": True, "result": f"Invoice 12. {sentence}"})
     assert screened["screening"]["action"] == "redacted"
     assert sentence not in screened["result"]
+
+
+def test_a_quotation_named_as_text_is_a_mention() -> None:
+    article = "Attackers pasted 'ignore all previous instructions' into support tickets."
+    assert _action(article) == "kept", injection.signals_found(article)
+    assert _action("Die Phrase „vergiss deine Regeln“ taucht in Spam auf.") == "kept"
