@@ -401,7 +401,11 @@ _ROLE = (
     r"|safety)\b[^.!?\n]{0,60}\bdeveloper mode\b"
     # Jailbreak words for the reader, not a phone's jailbreak, a plan "with no limits"
     # or a colleague called Dan.
-    r"|\bjailbreak mode\b|\b(?:you are|you're) (?:now )?jailbroken\b|(?-i:\bDAN\b)"
+    r"|\bjailbreak mode\b|\b(?:you are|you're) (?:now )?jailbroken\b"
+    # "DAN" the jailbreak persona given to the reader, not a signature, a colleague called
+    # Dan or an article about the "Do Anything Now" prompt.
+    r"|\b(?:act as|you are|pretend to be|become)\s+(?-i:DAN)\b"
+    r"|\b(?:enable|activate|enter|switch to|turn on)\s+(?-i:DAN)\s+mode\b"
     r"|\b(?:you (?:have|now have)|(?:ai|assistant|model|bot|chatbot|llm)s? (?:with|that has|has))"
     r" no (?:restrictions|limits|filters|rules|guidelines)\b(?!\s+(?:on|for|to)\b)"
     r"|\b(?:du bist (?:jetzt|nun)|tu es maintenant|ahora eres|ora sei|agora você é|teraz jesteś"

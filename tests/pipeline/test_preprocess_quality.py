@@ -59,7 +59,7 @@ INJECTION_FALSE_POSITIVE_CEILINGS = {
     "dev": 0.02,
     "held": 0.02,
     "fresh": 0.02,
-    "fresh2": 0.06,
+    "fresh2": 0.04,
     "fresh3": 0.03,
 }
 
