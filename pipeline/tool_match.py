@@ -30,7 +30,8 @@ similarity is by trigrams alone, and by the nearest example alone, so a cold mod
 delays a turn); a message is embedded once (a small LRU cache keeps
 the last vectors, so a message preselected twice costs one embedding). Per set of enabled
 tools the rows, their matrix and the regressions' stacked weights are kept
-(:class:`_Layout`): a message costs two matrix products and one reduction.
+(:class:`_Layout`): a message costs two matrix products and one reduction, and one
+beside a trigger's tool only the regressions' small product unless one of them is sure.
 """
 
 from __future__ import annotations
@@ -527,6 +528,18 @@ def _embedding_scores(text: str, profiles: Sequence[ToolProfile]) -> Similarity 
     )
 
 
+def _regression_scores(text: str, profiles: Sequence[ToolProfile]) -> dict[str, float]:
+    """Each registered tool's probability (0-1) by its regression for ``text``, without
+    the cosines to every example when the regressions are made; empty without the
+    model's vectors."""
+    layout = _layout(profiles)
+    if layout.matrix is None or layout.models is None:
+        embedded = _embedding_scores(text, profiles)
+        return embedded.likely if embedded is not None else {}
+    vector = message_vector(text)
+    return _probabilities(layout.models, vector) if vector is not None else {}
+
+
 # The key of :meth:`_Vectors.models`' stacked weights (no tool is called "").
 _STACKED = ""
 
@@ -695,14 +708,14 @@ def _by_meaning(
             choices.append(ToolChoice(profile.name, reason))
         else:
             pending.append(profile)
-    ruled = bool(choices)
-    embedded = _embedding_scores(text, profiles) if pending and embed and USE_EMBEDDINGS else None
-    if ruled:
+    if choices:
         # Beside a rule's tool, another by meaning only when its regression is sure of
         # it ("what time does the match kick off tonight?" is the clock's words and a
-        # search's need); never by trigrams.
-        likely = embedded.likely if embedded is not None else {}
+        # search's need); never by trigrams. The regressions alone are asked first (a
+        # product with a few columns): most such messages need no more.
+        likely = _regression_scores(text, profiles) if embed and USE_EMBEDDINGS else {}
         pending = [p for p in pending if likely.get(p.name, 0.0) >= BESIDE_RULE_PROBABILITY]
+    embedded = _embedding_scores(text, profiles) if pending and embed and USE_EMBEDDINGS else None
     if floor is not None:
         pending = [p for p in pending if p.name not in CLAUSE_RULES_ONLY]
     grams = trigrams(text) if pending and embedded is None else Counter()
