@@ -14,6 +14,10 @@ chat platforms' webhooks, docs/channels.md §3):
   nothing more received) and handed on with its ``content-length`` in the scope, so
   Django parses what was sent.
 
+Under Daphne, which hands a request to the application only once its body has arrived
+whole, :mod:`openmates.daphne_http` refuses an oversized body earlier, at the transport;
+this middleware is what bounds bodies under ASGI servers that stream them.
+
 The error bodies are each path's own contract: ``{"code", "message"}`` under ``/api/`` and
 ``/channels/``, OpenAI's ``{"error": {"message", "type", "param", "code"}}`` under ``/v1/``.
 Other paths and other scope types pass through unchanged.
