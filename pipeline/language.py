@@ -450,7 +450,60 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
         ),
     },
 )
-_WORDS_RE = re.compile(r"[^\W\d_]+", re.UNICODE)
+# Hindi, Marathi and Nepali share Devanagari; their commonest words differ ("मुझे चाहिए",
+# "मला हवी आहे", "मलाई चाहिन्छ").
+_GROUPS = (
+    *_GROUPS,
+    {
+        "hi": (
+            "",
+            frozenset(
+                [
+                    "है",
+                    "हैं",
+                    "मुझे",
+                    "चाहिए",
+                    "क्या",
+                    "का",
+                    "की",
+                    "के",
+                    "में",
+                    "और",
+                    "नहीं",
+                    "आप",
+                    "मैं",
+                    "यह",
+                    "कैसे",
+                ]
+            ),
+        ),
+        "mr": (
+            "",
+            frozenset(
+                [
+                    "आहे",
+                    "आहेत",
+                    "मला",
+                    "हवी",
+                    "हवा",
+                    "काय",
+                    "चा",
+                    "ची",
+                    "चे",
+                    "मध्ये",
+                    "आणि",
+                    "नाही",
+                    "तुम्ही",
+                    "मी",
+                    "कसे",
+                ]
+            ),
+        ),
+        "ne": ("", frozenset(["छ", "छन्", "मलाई", "हो", "र", "छैन", "तपाईं", "म", "कसरी", "चाहिन्छ"])),
+    },
+)
+# Words: letters, with the Devanagari block whole (its vowel signs are no letters to \w).
+_WORDS_RE = re.compile(r"(?:[^\W\d_]|[\u0900-\u097f])+", re.UNICODE)
 
 
 def _evidence(text: str, letters: str, words: frozenset[str], tokens: list[str]) -> float:

@@ -266,6 +266,12 @@ _SHORT_MESSAGES: dict[str, str] = {
     "bg": "благодаря|здравей|моля",
     "ro": "mulțumesc|mulțumesc frumos|mersi|bună ziua|noapte bună",
     "hu": "köszönöm|köszönöm szépen|köszi|szia|igen|nem",
+    "fa": "ممنون|مرسی|خیلی ممنون|خداحافظ|بله|سلام",
+    "ar": "شكرا|شكرا جزيلا|شكراً|مرحبا|نعم|مع السلامة|سلام",
+    "tl": "salamat|salamat po|maraming salamat|paalam|opo",
+    "sw": "asante|asante sana|habari|jambo|ndiyo|hapana|karibu",
+    "mk": "благодарам|благодарам многу|фала|фала многу",
+    "az": "çox sağ ol|təşəkkür edirəm|çox təşəkkür|bəli",
     "ja": "ありがとう|ありがとうございます|こんにちは|はい|いいえ|すみません",
     "zh": "谢谢|谢谢你|你好|好的|再见|是的",
 }
