@@ -556,7 +556,7 @@ def _identified_language(sample: str, fallback: str) -> str | None:
     runners_up = [
         code for code in (languages.supported(str(c)) for c, _ in ranked[:4]) if code is not None
     ]
-    if language is None or confidence < needed:
+    if language is None or (confidence < needed and not _clear_lead(ranked, fallback, short)):
         # Unsure: a text that is mostly another candidate's function words ("Explain
         # again" in a Spanish chat) is in that language; else the caller's fallback.
         base = _base(fallback)
@@ -587,6 +587,27 @@ def _identified_language(sample: str, fallback: str) -> str | None:
     close = _probability_of(ranked, base) >= float(confidence) * CLOSE_FALLBACK_RATIO
     kept = base if close else None
     return languages.close_pair_language(sample, language, kept)
+
+
+# py3langid spreads its probability over many Latin-script languages on a sentence of a
+# few words with numbers or names ("Convert 5 miles to kilometers": English 0.30, then
+# Norwegian 0.09): a first choice below LANGUAGE_MIN_CONFIDENCE still wins when it is at
+# least this likely, this many times the second, and the chat's language is no contender.
+CLEAR_LEAD_MIN_CONFIDENCE = 0.2
+CLEAR_LEAD_RATIO = 3.0
+
+
+def _clear_lead(ranked: Any, fallback: str, short: bool) -> bool:
+    """Whether py3langid's first choice leads clearly enough to be taken below its
+    confidence threshold (never on a text under :data:`SHORT_TEXT_WORDS` words)."""
+    confidence = ranked[0][1]
+    second = float(ranked[1][1]) if len(ranked) > 1 else 0.0
+    return (
+        not short
+        and float(confidence) >= CLEAR_LEAD_MIN_CONFIDENCE
+        and float(confidence) >= second * CLEAR_LEAD_RATIO
+        and _probability_of(ranked, _base(fallback)) < float(confidence) * CLOSE_FALLBACK_RATIO
+    )
 
 
 def _probability_of(ranked: Any, language: str) -> float:

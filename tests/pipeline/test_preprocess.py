@@ -82,6 +82,13 @@ def test_short_text_langid_is_unsure_of_keeps_the_chats_language() -> None:
     assert pre.detect_language("Por favor", fallback="pt-BR") == "pt-BR"
 
 
+def test_a_clear_but_unsure_first_choice_beats_the_chats_language() -> None:
+    # py3langid: English 0.30, Norwegian 0.09; German, the chat's, hardly at all.
+    assert pre.detect_language("Convert 5 miles to kilometers", fallback="de") == "en"
+    # Under SHORT_TEXT_WORDS words the chat's language still needs to be ruled out.
+    assert pre.detect_language("Go ahead", fallback="ja") == "ja"
+
+
 def test_a_short_text_of_another_languages_function_words_switches_to_it() -> None:
     # langid is unsure of these (Irish first for "Explain again"); their words are not.
     assert pre.detect_language("Explain again", fallback="de") == "en"

@@ -20,12 +20,47 @@ from pipeline import tool_output as out
 SPLITS = bench.SPLITS
 # Floors a little below what bench/preprocess_quality.py measures on each split (dev:
 # tuned on; held: written with the rules; fresh: written apart, its misses read once;
-# fresh2, fresh3: written apart and never read), so a regression fails.
-TOOL_FLOORS = {"dev": 0.98, "held": 0.98, "fresh": 0.96, "fresh2": 0.96, "fresh3": 0.94}
-TOOL_PRECISION_FLOORS = {"dev": 0.95, "held": 0.96, "fresh": 0.93, "fresh2": 0.87, "fresh3": 0.9}
-DEMO_FLOORS = {"dev": 0.97, "held": 0.98, "fresh": 0.97, "fresh2": 0.96, "fresh3": 0.96}
-DEMO_PRECISION_FLOORS = {"dev": 0.95, "held": 0.97, "fresh": 0.95, "fresh2": 0.89, "fresh3": 0.93}
-LANGUAGE_FLOORS = {"dev": 0.99, "held": 0.98, "fresh": 0.98, "fresh2": 0.97, "fresh3": 0.96}
+# fresh2, fresh3, fresh4: written apart and never read), so a regression fails.
+TOOL_FLOORS = {
+    "dev": 0.98,
+    "held": 0.98,
+    "fresh": 0.96,
+    "fresh2": 0.96,
+    "fresh3": 0.94,
+    "fresh4": 0.91,
+}
+TOOL_PRECISION_FLOORS = {
+    "dev": 0.95,
+    "held": 0.96,
+    "fresh": 0.93,
+    "fresh2": 0.87,
+    "fresh3": 0.9,
+    "fresh4": 0.9,
+}
+DEMO_FLOORS = {
+    "dev": 0.97,
+    "held": 0.98,
+    "fresh": 0.97,
+    "fresh2": 0.96,
+    "fresh3": 0.96,
+    "fresh4": 0.89,
+}
+DEMO_PRECISION_FLOORS = {
+    "dev": 0.95,
+    "held": 0.97,
+    "fresh": 0.95,
+    "fresh2": 0.89,
+    "fresh3": 0.93,
+    "fresh4": 0.94,
+}
+LANGUAGE_FLOORS = {
+    "dev": 0.99,
+    "held": 0.98,
+    "fresh": 0.98,
+    "fresh2": 0.97,
+    "fresh3": 0.96,
+    "fresh4": 0.92,
+}
 
 
 @pytest.mark.parametrize("split", SPLITS)
@@ -54,13 +89,21 @@ def test_language_floors(split: str) -> None:
     assert bench.language_figures(split, False)["language_accuracy"] >= LANGUAGE_FLOORS[split]
 
 
-INJECTION_FLOORS = {"dev": 0.97, "held": 0.97, "fresh": 0.97, "fresh2": 0.9, "fresh3": 0.95}
+INJECTION_FLOORS = {
+    "dev": 0.97,
+    "held": 0.97,
+    "fresh": 0.97,
+    "fresh2": 0.9,
+    "fresh3": 0.95,
+    "fresh4": 0.95,
+}
 INJECTION_FALSE_POSITIVE_CEILINGS = {
     "dev": 0.02,
     "held": 0.02,
     "fresh": 0.02,
     "fresh2": 0.04,
     "fresh3": 0.03,
+    "fresh4": 0.06,
 }
 
 
