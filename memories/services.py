@@ -17,6 +17,7 @@ chat); otherwise a new memory is inserted.
 from __future__ import annotations
 
 import logging
+import re
 import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -70,8 +71,19 @@ class _GenerationMovedError(Exception):
     """The user forgot everything between preparing a write and running it."""
 
 
+# Removed from a memory before it is stored: bidi embeddings, overrides and isolates (an
+# override shows the text after it reversed), zero-width spaces and other invisible
+# operators, byte-order marks and tag characters (ASCII written invisibly: a memory goes
+# into the model's system prompt). Joiners (ZWJ, ZWNJ) and direction marks stay, as
+# scripts and emoji need them.
+_HIDDEN_RE = re.compile(
+    "[\u200b\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]"
+)
+
+
 def content_clean(content: Any) -> str:
-    """``content`` stripped, if it may be stored.
+    """``content`` without hidden characters (:data:`_HIDDEN_RE`), stripped, if it may be
+    stored.
 
     Raises:
         MemoryInputError: not a string, blank (invisible characters count as blank),
@@ -79,7 +91,7 @@ def content_clean(content: Any) -> str:
     """
     if not isinstance(content, str):
         raise MemoryInputError("a memory's content is text")
-    text = content.strip()
+    text = _HIDDEN_RE.sub("", content).strip()
     # Whitespace and format characters (zero-width, bidi controls, tags) show nothing.
     if all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in text):
         raise MemoryInputError("a memory's content is empty")

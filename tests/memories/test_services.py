@@ -141,6 +141,25 @@ def test_content_and_category_are_checked_before_anything_is_embedded(
     assert not Memory.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("content", "kept"),
+    [
+        ("Ich mag \u202eesäK\u202c und \u200bTee", "Ich mag esäK und Tee"),
+        ("Likes tea\U000e0049\U000e0047\U000e004e", "Likes tea"),  # ASCII hidden in tags
+        (
+            "\u2067\u05e9\u05dc\u05d5\u05dd\u2069 means hello",
+            "\u05e9\u05dc\u05d5\u05dd means hello",
+        ),
+        (
+            "\U0001f469\u200d\U0001f4bb codes in \u0641\u0627\u0631\u0633\u06cc\u200c\u0647\u0627",
+            None,
+        ),
+    ],
+)
+def test_hidden_characters_are_removed_and_joiners_kept(content: str, kept: str | None) -> None:
+    assert services.content_clean(content) == (content if kept is None else kept)
+
+
 def test_forget_everything_leaves_nothing_decryptable(
     local_instance: Any, alice: Any, bob: Any
 ) -> None:
