@@ -197,6 +197,8 @@ def test_a_server_managed_conversation_reads_in_the_browser_and_stays_read_only(
     unlock(page)
     page.wait_for_selector(".chat-item-open:has-text('Made through the API')")
     assert "API conversation" not in _titles(page)
+    # The reload reopened it: its header follows the title when it arrives.
+    page.wait_for_selector("#chat-title:has-text('Made through the API')")
     assert page.is_disabled("#attach")
     # IndexedDB holds no plaintext of it: neither the title nor the messages.
     dumped = indexeddb_rows(page)

@@ -83,6 +83,8 @@ async function ingestSyncPhase({ screen, storage }, frame) {
     if (messages) await storage.ingestMessages(chat.chat_id, messages);
   }
   screen.refreshList();
+  // The open chat's header too: after a reload a server-managed chat's title arrives here.
+  if ((frame.chats || []).some((chat) => chat.chat_id === state.currentChatId)) screen.setHeader();
 }
 
 async function finishSync({ storage }, frame) {

@@ -392,6 +392,7 @@ export class ChatStorage {
       });
       await Promise.all(fresh.map((chat) => this.ingestChat(chat)));
       this.screen.refreshList();
+      if (fresh.some((chat) => chat.chat_id === state.currentChatId)) this.screen.setHeader();
       url = page.next ? new URL(page.next, window.location.href).pathname + new URL(page.next, window.location.href).search : null;
     }
   }
