@@ -449,6 +449,9 @@ def _plan(request: TurnRequest, progress: _Progress, context: InstanceContext) -
         requested_tools=request.requested_tools,
         fallback_language=progress.notes.language,
     )
+    if decided.tools and llm.is_base_model(tier=decided.tier, instance=request.instance):
+        # A base model gets no tools (openmates.llm): none is offered, nor shown as offered.
+        decided = replace(decided, tools=(), tool_reasons=())
     progress.language = decided.language
     return _Plan(
         decided=decided,

@@ -92,6 +92,33 @@ async def test_preprocess_done_gives_the_reason_of_each_tool(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(60)
+async def test_a_base_model_is_offered_no_tools_and_none_is_shown_as_offered(
+    ws_client: Any, chat: Any, user: Any, instance: Instance, llm_wire: Any
+) -> None:
+    from openmates import llm
+    from pipeline.turn import instance_context_forget
+    from tests.llm_fake import WireReply, sse_body
+
+    instance.tier_map = {
+        t: [{"model": "text-completion-openai/gemma-3-270m", "api_base": llm_wire.api_base}]
+        for t in llm.TIERS
+    }
+    await sync_to_async(instance.save)()
+    instance_context_forget()
+    chunk = {"id": "c", "object": "text_completion", "created": 1, "model": "g"}
+    choice = {"index": 0, "text": " 391.", "finish_reason": "stop"}
+    llm_wire.queue(WireReply([sse_body([{**chunk, "choices": [choice]}])]))
+
+    frames = await _first_turn(ws_client, user, chat, "What is 17 * 23?")
+
+    first = _preprocess_frames(frames)[0]
+    assert (first["tools"], first["tool_reasons"]) == ([], {})
+    (sent,) = llm_wire.requests
+    assert "tools" not in sent["body"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
 async def test_a_message_needing_no_tool_has_no_reasons(
     ws_client: Any, chat: Any, user: Any, llm_script: Any
 ) -> None:
