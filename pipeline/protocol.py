@@ -611,8 +611,15 @@ def _describe(error: ValidationError) -> tuple[ErrorCode, str]:
     if coded:
         first = coded[0]
         code = _CODE_OF_ERROR[first["type"]]
-    where = ".".join(str(part) for part in first["loc"]) or "frame"
-    return code, f"{where}: {first['msg']}"
+    # Field names and list indexes only: pydantic adds its validators' tags to the path
+    # ("ts.constrained-str", "function-after[...]"), which name nothing the client sent.
+    where = ".".join(
+        str(part) for part in first["loc"] if isinstance(part, int) or _FIELD_RE.match(part)
+    )
+    return code, f"{where or 'frame'}: {first['msg']}"
+
+
+_FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _refuse_constant(name: str) -> Any:

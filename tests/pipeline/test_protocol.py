@@ -108,6 +108,11 @@ def test_unknown_type_is_reported_with_its_name() -> None:
     assert "chat.explode" in error.message
 
 
+def test_an_error_names_the_field_not_the_validators_tag() -> None:
+    error = _error(_frame(type="ping", ts="x" * 100))
+    assert error.message == "ts: String should have at most 64 characters"
+
+
 def test_missing_field_names_the_field_and_echoes_ids() -> None:
     chat = new_id()
     error = _error(_frame(type="message.send", chat_id=chat, content="hi"))
