@@ -6,7 +6,7 @@ from typing import cast
 
 from django.contrib.auth.models import User
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,7 +14,7 @@ from rest_framework.throttling import ScopedRateThrottle
 
 from accounts import services
 from accounts.permissions import SessionOnly
-from openmates.rest import JsonOnlyApi, StrictCharField
+from openmates.rest import JsonOnlyApi, NoUnknownFields, StrictCharField
 from openmates.vault import VaultError
 
 
@@ -31,7 +31,7 @@ class AccountDeleteApi(JsonOnlyApi):
     throttle_classes = [ScopedRateThrottle]
     throttle_scope = "password"
 
-    class AccountDeleteSerializer(serializers.Serializer):
+    class AccountDeleteSerializer(NoUnknownFields):
         password = StrictCharField()
 
     @extend_schema(

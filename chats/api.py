@@ -141,7 +141,7 @@ class ChatPagination(TimestampCursorPagination):
 class ChatListApi(JsonOnlyApi):
     """GET: the user's chats, newest first, paginated. POST: create a chat."""
 
-    class ChatCreateSerializer(serializers.Serializer):
+    class ChatCreateSerializer(NoUnknownFields):
         chat_id = Uuid7Field()
         instance = StrictSlugField()
         encrypted_chat_key = _ciphertext()
@@ -253,7 +253,7 @@ class ChatMessagesApi(JsonOnlyApi):
 class MessageStoreApi(JsonOnlyApi):
     """PUT: store the client's ciphertext of a message (409 on a stale version)."""
 
-    class MessageStoreSerializer(serializers.Serializer):
+    class MessageStoreSerializer(NoUnknownFields):
         encrypted_content = _ciphertext(max_length=MAX_MESSAGE_CIPHERTEXT_CHARS)
         version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
 
@@ -312,7 +312,7 @@ class EmbedStoreApi(JsonOnlyApi):
     the client's ciphertext of an embed (409 on a stale version; a file's embed may be
     as long as ``FILE_EMBED_CIPHERTEXT_CHARS``, a tool's as a reply's envelope)."""
 
-    class EmbedStoreSerializer(serializers.Serializer):
+    class EmbedStoreSerializer(NoUnknownFields):
         encrypted_content = _ciphertext(max_length=FILE_EMBED_CIPHERTEXT_CHARS)
         version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
 
@@ -356,7 +356,7 @@ class UserKeysApi(JsonOnlyApi):
 
     permission_classes = [IsAuthenticated, SessionOnlyForWrites]
 
-    class KeysSerializer(serializers.Serializer):
+    class KeysSerializer(NoUnknownFields):
         wrapped_master_key = _b64()
         recovery_wrapped_master_key = _b64()
         master_key_id = StrictCharField(max_length=24)

@@ -32,6 +32,7 @@ from memories.models import Memory
 from openmates import llm, vault
 from openmates.rest import (
     JsonOnlyApi,
+    NoUnknownFields,
     StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
@@ -131,7 +132,7 @@ class MemoryListApi(JsonOnlyApi):
     """GET: the user's memories in the instance, newest first, paginated (``?category=``).
     POST: add one (``{"category", "content", "source_chat_id"?}``; no dedup)."""
 
-    class MemoryCreateSerializer(serializers.Serializer):
+    class MemoryCreateSerializer(NoUnknownFields):
         category = StrictChoiceField(choices=_CATEGORIES)
         content = StrictCharField(max_length=services.MAX_CONTENT_CHARS)
         source_chat_id = StrictCharField(
@@ -214,7 +215,7 @@ class MemorySearchApi(JsonOnlyApi):
 class MemoryDetailApi(JsonOnlyApi):
     """GET one memory. PATCH ``{"category"?, "content"?}``. DELETE it."""
 
-    class MemoryUpdateSerializer(serializers.Serializer):
+    class MemoryUpdateSerializer(NoUnknownFields):
         category = StrictChoiceField(choices=_CATEGORIES, required=False)
         content = StrictCharField(max_length=services.MAX_CONTENT_CHARS, required=False)
 
@@ -280,7 +281,7 @@ class MemoryExportApi(JsonOnlyApi):
 class MemorySettingsApi(JsonOnlyApi):
     """GET: the memory switch and counts per category. PUT ``{"enabled": bool}``."""
 
-    class MemorySettingsSerializer(serializers.Serializer):
+    class MemorySettingsSerializer(NoUnknownFields):
         enabled = StrictBooleanField()
 
     @extend_schema(operation_id="memories_settings_retrieve", responses={200: OpenApiTypes.OBJECT})
@@ -317,7 +318,7 @@ def _settings_json(instance: Instance, user_id: int) -> dict[str, Any]:
 class MemoryForgetApi(JsonOnlyApi):
     """POST ``{"confirm": true}``: forget everything (crypto-shred, then the rows)."""
 
-    class MemoryForgetSerializer(serializers.Serializer):
+    class MemoryForgetSerializer(NoUnknownFields):
         confirm = StrictBooleanField()
 
         def validate_confirm(self, value: bool) -> bool:

@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from instances.models import Instance, InstanceSecret, Mate, PromptSection
 from memories.models import Memory
-from openmates.rest import StrictBooleanField, StrictIntegerField, StringOnly
+from openmates.rest import NoUnknownFields, StrictBooleanField, StrictIntegerField, StringOnly
 from pipeline.ids import new_id
 from skills.models import InstanceSkill
 from tests.chats.rest import client_envelope, signed_in_client
@@ -75,6 +75,54 @@ def test_every_input_field_of_the_api_is_a_strict_one() -> None:
         cls.__name__ for cls in classes
     }
     assert lax == []
+
+
+# Serializers of a query string: the paginator's own parameters (cursor, page_size) come
+# with theirs.
+QUERY_STRING_SERIALIZERS = {"_CategoryQuery", "MemorySearchQuery"}
+
+
+def test_every_request_body_serializer_refuses_unknown_fields() -> None:
+    lenient = sorted(
+        cls.__qualname__
+        for cls in _input_serializers()
+        if not issubclass(cls, NoUnknownFields)
+        and cls.__name__ not in QUERY_STRING_SERIALIZERS
+        and not cls.__name__.endswith("Out")
+    )
+
+    assert lenient == []
+
+
+@pytest.mark.django_db
+def test_an_unknown_field_is_refused_across_the_api(instance: Instance, owner: Any) -> None:
+    client = signed_in_client(owner)
+
+    answers = {
+        "memory create": client.post(
+            "/api/memories/demo/",
+            {"category": "preference", "content": "x", "extra": 1},
+            format="json",
+        ),
+        "memory settings": client.put(
+            "/api/memories/demo/settings/", {"enabled": True, "also": 1}, format="json"
+        ),
+        "chat create": client.post(
+            "/api/chats/",
+            {
+                "chat_id": new_id(),
+                "instance": "demo",
+                "encrypted_chat_key": client_envelope(),
+                "colour": "red",
+            },
+            format="json",
+        ),
+    }
+
+    for label, response in answers.items():
+        body = response.json()
+        assert (label, response.status_code, body["code"]) == (label, 400, "invalid")
+        assert list(body["fields"].values()) == [["unknown field"]], label
 
 
 @pytest.mark.django_db
