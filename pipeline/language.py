@@ -28,6 +28,10 @@ def supported_fallback(*codes: str | None) -> str:
 # Per group of close languages: per member, letters only it writes and frequent words only
 # it uses (lower case). Sources: the languages' alphabets; the words are common function
 # words whose spelling differs between the members.
+# Words Danish and Norwegian (bokmål) write alike and Swedish does not ("är", "och",
+# "till", "var", "vem", "när", "också", "vill", "detta"): evidence for both against
+# Swedish, a tie between the two (which the chat's language then settles).
+_DANISH_NORWEGIAN = ("er", "og", "til", "hvor", "hvem", "når", "også", "vil", "dette")
 _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
     {
         "es": (
@@ -199,15 +203,7 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "hjælpe",
                     "gøre",
                     "igen",
-                    "er",
-                    "og",
-                    "til",
-                    "hvor",
-                    "hvem",
-                    "når",
-                    "også",
-                    "vil",
-                    "dette",
+                    *_DANISH_NORWEGIAN,
                     "lave",
                     "laver",
                     "noget",
@@ -255,15 +251,7 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "gjøre",
                     "igjen",
                     "skjønner",
-                    "er",
-                    "og",
-                    "til",
-                    "hvor",
-                    "hvem",
-                    "når",
-                    "også",
-                    "vil",
-                    "dette",
+                    *_DANISH_NORWEGIAN,
                     "lager",
                     "noe",
                     "noen",
