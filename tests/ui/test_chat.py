@@ -133,6 +133,22 @@ def _id_at(offset_s: float) -> str:
     return str(uuid.UUID(int=(fresh & ((1 << 80) - 1)) | (millis << 80)))
 
 
+def test_a_bidi_override_in_a_message_does_not_reverse_what_is_shown(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.queue(Turn(pieces=["Saved as \u202etxt.exe", "\u202c, done."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "bidi")
+    page.wait_for_selector("#conn[data-state=open]")
+
+    send(page, "Name it \u202egnitset\u202c please")
+
+    page.wait_for_selector(".msg-assistant[data-status=done]")
+    question = page.locator(".msg-user .msg-body").last.inner_text().strip()
+    assert question == "Name it gnitset please"
+    assert last_answer(page).inner_text().strip() == "Saved as txt.exe, done."
+
+
 def test_messages_show_in_conversation_order_whatever_their_ids_say(
     asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
 ) -> None:

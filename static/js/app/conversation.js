@@ -1,7 +1,7 @@
 // The conversation view: messages (user text as text, assistant text as sanitised
 // markdown), streaming, badges, tool cards, follow-up chips, retry, memory consent, and
 // a row of version controls per message (versions.js draws them).
-import { el } from "./dom.js";
+import { el, withoutBidiOverrides } from "./dom.js";
 import { fileChips, filesOf } from "./files.js";
 import { renderMarkdown } from "./markdown.js";
 import { config } from "./state.js";
@@ -104,8 +104,9 @@ export class ConversationView {
   renderBody(messageId) {
     const node = this.nodes.get(messageId);
     if (!node) return;
-    if (node.role === "user") node.body.textContent = node.content;
-    else node.body.replaceChildren(renderMarkdown(node.content));
+    const text = withoutBidiOverrides(node.content);
+    if (node.role === "user") node.body.textContent = text;
+    else node.body.replaceChildren(renderMarkdown(text));
   }
 
   renderMeta(messageId) {

@@ -30,6 +30,15 @@ export function el(tag, attrs = {}, ...children) {
 // characters; emoji joiners and ZWNJ stay.
 const HIDDEN_IN_A_LINE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]/g;
 
+// Bidi embeddings and overrides (U+202A-U+202E): they reorder the text after them beyond
+// what the words themselves ask for. Isolates and marks, which stay contained, are kept.
+const BIDI_OVERRIDES = /[\u202a-\u202e]/g;
+
+// A message's text as shown: without bidi embeddings and overrides.
+export function withoutBidiOverrides(text) {
+  return String(text).replace(BIDI_OVERRIDES, "");
+}
+
 // A title (or another short text from storage or the server) fit for one line of the UI.
 export function displayLine(text) {
   return String(text).replace(HIDDEN_IN_A_LINE, "").replace(/\s+/g, " ").trim();
