@@ -146,11 +146,44 @@ class JsonOnlyApi(APIView):
         return ""
 
 
+class InvalidCursor(APIException):
+    """A ``cursor`` query parameter that is no cursor this list made (400 ``invalid_cursor``):
+    the list exists, the parameter is wrong (DRF's own answer is 404)."""
+
+    status_code = 400
+    default_code = "invalid_cursor"
+    default_detail = "Invalid cursor: use the next or previous link of a page."
+
+
+def _cursor_decoded(paginator: CursorPagination, request: Request, valid: Any) -> Any:
+    """DRF's decoded cursor of ``request``, or :class:`InvalidCursor` when it does not
+    decode or its position fails ``valid(position: str) -> bool``."""
+    try:
+        cursor = CursorPagination.decode_cursor(paginator, request)
+    except NotFound:
+        raise InvalidCursor() from None
+    if cursor is not None and cursor.position is not None and not valid(str(cursor.position)):
+        raise InvalidCursor()
+    return cursor
+
+
+def _is_timestamp(position: str) -> bool:
+    try:
+        return parse_datetime(position) is not None
+    except ValueError:
+        return False
+
+
+def _is_row_id(position: str) -> bool:
+    return position.isascii() and position.isdigit() and len(position) <= 19
+
+
 class TimestampCursorPagination(CursorPagination):
     """DRF's cursor pagination (50 a page, ``page_size`` up to 200) over a timestamp ordering.
 
-    Subclasses set ``ordering`` (a timestamp field first, then ``-id``). A cursor whose
-    position is not a timestamp answers 404 ``not_found`` instead of a database error.
+    Subclasses set ``ordering`` (a timestamp field first, then ``-id``). A cursor that does
+    not decode, or whose position is not a timestamp, answers 400 ``invalid_cursor``
+    (:class:`InvalidCursor`) instead of a database error.
     """
 
     page_size = 50
@@ -158,23 +191,15 @@ class TimestampCursorPagination(CursorPagination):
     page_size_query_param = "page_size"
 
     def decode_cursor(self, request: Request) -> Any:
-        """DRF's cursor, refusing a position that is not a timestamp (404 ``not_found``)."""
-        cursor = super().decode_cursor(request)
-        if cursor is not None and cursor.position is not None:
-            try:
-                valid = parse_datetime(str(cursor.position)) is not None
-            except ValueError:
-                valid = False
-            if not valid:
-                raise NotFound(self.invalid_cursor_message)
-        return cursor
+        """DRF's cursor, refusing one whose position is not a timestamp."""
+        return _cursor_decoded(self, request, _is_timestamp)
 
 
 class IdCursorPagination(CursorPagination):
     """DRF's cursor pagination (50 a page, ``page_size`` up to 200) over an integer
     primary key, for rows without a timestamp (``ordering`` ``("id",)``, oldest first).
-    A cursor whose position is not a decimal integer answers 404 ``not_found`` instead of
-    a database error."""
+    A cursor that does not decode, or whose position is not a decimal integer, answers
+    400 ``invalid_cursor`` instead of a database error."""
 
     page_size = 50
     max_page_size = 200
@@ -182,13 +207,8 @@ class IdCursorPagination(CursorPagination):
     ordering = ("id",)
 
     def decode_cursor(self, request: Request) -> Any:
-        """DRF's cursor, refusing a position that is not an integer (404 ``not_found``)."""
-        cursor = super().decode_cursor(request)
-        if cursor is not None and cursor.position is not None:
-            position = str(cursor.position)
-            if not (position.isascii() and position.isdigit() and len(position) <= 19):
-                raise NotFound(self.invalid_cursor_message)
-        return cursor
+        """DRF's cursor, refusing one whose position is not an integer."""
+        return _cursor_decoded(self, request, _is_row_id)
 
 
 class NoUnknownFields(serializers.Serializer):

@@ -109,10 +109,13 @@ def test_message_and_embed_ids_that_are_not_uuid7_are_not_found(
         base64.b64encode(b"p=2026-13-45 99:00:00").decode(),
     ],
 )
-def test_a_bad_cursor_is_not_found(chat: Chat, keyed_owner: Any, cursor: str) -> None:
+def test_a_bad_cursor_is_a_bad_request(chat: Chat, keyed_owner: Any, cursor: str) -> None:
     answer = signed_in_client(keyed_owner).get("/api/chats/", {"cursor": cursor})
-    assert answer.status_code == 404
-    assert answer.json() == {"code": "not_found", "message": "Invalid cursor"}
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "code": "invalid_cursor",
+        "message": "Invalid cursor: use the next or previous link of a page.",
+    }
 
 
 def test_a_real_cursor_still_pages(keyed_owner: Any, chat_instance: Any) -> None:

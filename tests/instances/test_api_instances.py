@@ -237,7 +237,13 @@ def test_members_and_mates_are_cursor_paginated(instance: Instance, owner: Any) 
     default = Mate.objects.get(instance=instance, is_default=True).name
     assert mates == [[default, made[0].name], [made[1].name]]
     assert [(b.status_code, b.json()) for b in bad] == [
-        (404, {"code": "not_found", "message": "Invalid cursor"})
+        (
+            400,
+            {
+                "code": "invalid_cursor",
+                "message": "Invalid cursor: use the next or previous link of a page.",
+            },
+        )
     ] * 3
 
 

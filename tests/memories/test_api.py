@@ -97,8 +97,8 @@ def test_the_list_pages_by_cursor_and_filters_by_category(local_instance: Any, a
     assert wrong.status_code == 400
     assert wrong.json()["code"] == "invalid"
     assert "category" in wrong.json()["fields"]
-    assert bad_cursor.status_code == 404
-    assert bad_cursor.json()["code"] == "not_found"
+    assert bad_cursor.status_code == 400
+    assert bad_cursor.json()["code"] == "invalid_cursor"
 
 
 def test_another_user_gets_404_for_every_memory_url(
