@@ -91,8 +91,10 @@ def instance_json(request: Request, instance: Instance) -> dict[str, Any]:
     body: dict[str, Any] = dict(
         io.InstanceOut(instance, context={"roles": {instance.pk: role}}).data
     )
-    body["mates"] = io.MateOut(selectors.mates_for_instance(instance), many=True).data
-    if selectors.user_can_administer(instance=instance, user=request.user):
+    administers = selectors.user_can_administer(instance=instance, user=request.user)
+    mates = io.mate_serializer(administers)
+    body["mates"] = mates(selectors.mates_for_instance(instance), many=True).data
+    if administers:
         body["configuration"] = _configuration(instance)
     return body
 
@@ -176,9 +178,9 @@ class PromptSectionApi(JsonOnlyApi):
 
 
 class MateListApi(JsonOnlyApi):
-    """GET the mates in the order they were made (members; cursor pagination,
-    ``page_size`` ≤ 200; ``is_default`` marks the default one). POST a new one
-    (owners/admins; body ``MateIn``)."""
+    """GET the mates in the order they were made (members, who do not see their system
+    prompts; cursor pagination, ``page_size`` ≤ 200; ``is_default`` marks the default
+    one). POST a new one (owners/admins; body ``MateIn``)."""
 
     pagination_class = IdCursorPagination
 
@@ -188,7 +190,10 @@ class MateListApi(JsonOnlyApi):
         paginator = IdCursorPagination()
         mates = Mate.objects.filter(instance=instance)
         page = list(paginator.paginate_queryset(mates, request, view=self) or [])
-        return paginator.get_paginated_response(io.MateOut(page, many=True).data)
+        out = io.mate_serializer(
+            selectors.user_can_administer(instance=instance, user=request.user)
+        )
+        return paginator.get_paginated_response(out(page, many=True).data)
 
     @extend_schema(
         operation_id="instances_mates_create", request=io.MateIn, responses={201: io.MateOut}

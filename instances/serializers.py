@@ -50,9 +50,25 @@ class InstanceOut(serializers.ModelSerializer):
 
 
 class MateOut(serializers.ModelSerializer):
+    """A mate as its instance's owners and admins see it, system prompt included."""
+
     class Meta:
         model = Mate
         fields = ("id", "category", "name", "description", "system_prompt", "is_default")
+
+
+class MateMemberOut(serializers.ModelSerializer):
+    """A mate as a member sees it: its system prompt is configuration, like the
+    instance's prompt sections, which only owners and admins read."""
+
+    class Meta:
+        model = Mate
+        fields = ("id", "category", "name", "description", "is_default")
+
+
+def mate_serializer(can_administer: bool) -> type[serializers.ModelSerializer]:
+    """:class:`MateOut` for an owner or admin, else :class:`MateMemberOut`."""
+    return MateOut if can_administer else MateMemberOut
 
 
 class MemberOut(serializers.ModelSerializer):

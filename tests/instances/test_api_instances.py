@@ -53,16 +53,23 @@ def test_an_instance_of_someone_else_is_not_found_as_an_unknown_one_is(
 
 
 def test_a_member_reads_the_instance_and_its_mates_but_not_its_configuration(
-    instance: Instance,
+    instance: Instance, owner: Any
 ) -> None:
+    Mate.objects.filter(instance=instance).update(system_prompt="Secret house rules.")
     client = signed_in_client(_member(instance))
 
     body = client.get("/api/instances/demo/").json()
+    listed = client.get("/api/instances/demo/mates/").json()["results"]
+    owners_view = signed_in_client(owner).get("/api/instances/demo/mates/").json()["results"]
     patch = client.patch("/api/instances/demo/", {"name": "Mine"}, format="json")
     members = client.get("/api/instances/demo/members/")
 
     assert body["role"] == "member"
     assert [m["is_default"] for m in body["mates"]] == [True]
+    assert [sorted(m) for m in (*body["mates"], *listed)] == [
+        ["category", "description", "id", "is_default", "name"]
+    ] * 2
+    assert [m["system_prompt"] for m in owners_view] == ["Secret house rules."]
     assert "configuration" not in body
     assert patch.status_code == 403
     assert patch.json()["code"] == "permission_denied"
