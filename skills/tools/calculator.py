@@ -177,6 +177,21 @@ EXAMPLES = (
     "月薪一万二，扣掉两千五房租还剩多少？",
     "Ik heb 3 uur gewerkt à 27,50 per uur, wat krijg ik?",
     "Mam 1200 zł i wydam 35%, ile mi zostanie?",
+    # Swedish, Danish, Norwegian: languages the embedding model was not trained on.
+    "Vad blir 37 gånger 24?",
+    "Räkna ut 12,5 % av 3 200 kr",
+    "Hur mycket är 1 450 delat med 5?",
+    "Vi var fyra som åt middag för 1 860 kronor, vad blir det per person?",
+    "Jag tjänar 32 000 i månaden och skatten är 31 procent, hur mycket får jag ut?",
+    "Vad är kvadratroten ur 529?",
+    "Om jag sparar 500 kr i månaden i tre år, hur mycket har jag då?",
+    "Lägg ihop 129, 349 och 89",
+    "Hvad giver 45 gange 18?",
+    "Udregn 25 procent af 1.200 kr.",
+    "Vi er fem om regningen på 1.350 kr, hvad skal hver betale?",
+    "Hva er 17 ganger 23?",
+    "Regn ut 15 prosent av 2 400",
+    "Hvor mye blir 3 billetter til 249 kr til sammen?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -208,23 +223,28 @@ COUNTER_EXAMPLES = (
     "O que é um número primo?",
     "Wat is een priemgetal?",
     "什么是质数？",
+    "Varför kan man inte dela med noll?",
+    "Vad är ett primtal?",
+    "Hvad er en brøk? Forklar det enkelt",
+    "Hvorfor er matematikk viktig på skolen?",
 )
 _OPERATOR_WORDS = (
     r"times|multiplied by|divided by|plus|minus|over|mal|geteilt durch|durch|fois|divisé par"
     r"|multiplié par|moins|por|dividido (?:entre|por)|entre|más|menos|per|diviso|più|meno"
     r"|vezes|mais|keer|gedeeld door|razy|podzielone przez|przez|умножить на|разделить на|hoch"
     r"|to the power of|puissance|elevado a|elevato a|в степени"
+    r"|gånger|delat (?:med|på)|gange|ganger|divideret med|delt (?:med|på)"
     r"|плюс|минус|乘以|乘|除以|加上|加|减去|减|足す|引く|掛ける|かける|割る|곱하기|나누기|더하기"
 )
 _PERCENT = (
-    r"%|percent|per cent|prozent|pour ?cent|por ?ciento|per ?cento|por ?cento|procent\w*"
+    r"%|percent|per cent|prozent|pour ?cent|por ?ciento|per ?cento|por ?cento|procent\w*|prosent"
     r"|процент\w*|パーセント|퍼센트"
 )
 TRIGGERS = (
     r"\d\s*(?:[+*×÷^]|\*\*)\s*\(?\s*-?\d",
     r"\d\s+[-/x]\s+\(?\d",
     rf"\d[\d.,]*\s*(?:{_OPERATOR_WORDS})\s*\(?\s*-?\d",
-    rf"\d[\d.,]*\s*(?:{_PERCENT})\s*(?:of|von|de|des|du|di|del|dos|da|z|от|из|の)\s*\d",
+    rf"\d[\d.,]*\s*(?:{_PERCENT})\s*(?:of|von|de|des|du|di|del|dos|da|z|av|af|от|из|の)\s*\d",
     r"百分之\s*\d|\d+\s*的\s*\d+\s*%",
     r"(?:square root|cube root|squared|cubed|to the power|raised to|hoch \d|wurzel|au carré"
     r"|racine|al cuadrado|raíz|al quadrato|radice|ao quadrado|raiz|kwadrat|pierwiastek"
@@ -234,7 +254,7 @@ TRIGGERS = (
     r"\b(?:calculate|compute|evaluate|work out|ausrechnen|rechne(?![^.?!]*\bum\b)|berechne|calcule\w*|calcula"
     r"|calcola|calcoli|bereken|oblicz|policz|посчитай|вычисли|подсчитай|hesapla|multiply"
     r"|divide|subtract|add up|multipliziere|dividiere|multiplie|divise|multiplica|moltiplica"
-    r"|dividi|умножь|раздели|сложи)\b[^.?!]*\d",
+    r"|dividi|умножь|раздели|сложи|räkna ut|beräkna|regn ut|udregn|beregn|lägg ihop)\b[^.?!]*\d",
     r"(?:計算|算一下|计算|帮我算|계산)[\s\S]*\d|\d[\s\S]*(?:計算して|を計算|算一下|계산해)",
 )
 

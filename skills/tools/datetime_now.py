@@ -161,6 +161,19 @@ EXAMPLES = (
     "Ile dni zostało do świąt?",
     "Quantos dias faltam para o Natal?",
     "크리스마스까지 며칠 남았어?",
+    # Swedish, Danish, Norwegian: languages the embedding model was not trained on.
+    "Hur mycket är klockan just nu?",
+    "Vad är klockan i New York?",
+    "Vilket datum är det idag?",
+    "Vilken veckodag är det i dag?",
+    "Vilken vecka är det nu?",
+    "Hur många dagar är det kvar till midsommar?",
+    "Hvad er klokken nu?",
+    "Hvilken dato er det i dag?",
+    "Hvor mange dage er der til jul?",
+    "Hva er klokka i Oslo nå?",
+    "Hvilken ukedag er det i dag?",
+    "Hvor mange dager er det igjen til 17. mai?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -199,6 +212,9 @@ COUNTER_EXAMPLES = (
     "When does the match start tonight?",
     "Um wie viel Uhr öffnet das Schwimmbad am Sonntag?",
     "¿A qué hora cierra el supermercado hoy?",
+    "Hur skriver man datum på engelska?",
+    "Varför har vi sommartid?",
+    "Hvorfor har uken syv dager?",
 )
 TRIGGERS = (
     r"\bwhat time is it\b|\bwhat time it is\b|\bwhat'?s the time\b|\bthe time (?:now|in)\b"
@@ -223,6 +239,10 @@ TRIGGERS = (
     r"\bкоторый час\b|\bсколько (?:сейчас )?времени\b|\bкакое сегодня число\b"
     r"|\bкакой сегодня день\b|\bкакая сегодня дата\b|\bдень недели\b|\bкотра година\b"
     r"|\bсаат кач\b|\bsaat kaç\b|\bbugünün tarihi\b",
+    r"\bvad är klockan\b|\bhur mycket är klockan\b"
+    r"|\bvilke[nt] (?:dag|datum|veckodag|vecka) är det\b|\bveckonummer\b|\bdagens datum\b"
+    r"|\bhva(?:d)? er klokk(?:en|a)\b|\bhvor mange er klokk(?:en|a)\b"
+    r"|\bhvilken (?:dag|dato|ugedag|ukedag) er det\b|\bdagens dato\b|\b(?:uge|uke)nummer\b",
     r"今何時|何時ですか|は今何時|は何時|何曜日|今日の日付|今日は何日|何日ですか|几点了|几点钟|现在几点"
     r"|几号|星期几|今天的日期|몇 시|무슨 요일|오늘 날짜|며칠",
 )

@@ -155,6 +155,17 @@ EXAMPLES = (
     "Bitte speichere, dass ich vegetarisch esse",
     "Enregistre dans ta mémoire que je suis végétarien",
     "Guarda en tu memoria que no como gluten",
+    # Swedish, Danish, Norwegian: languages the embedding model was not trained on.
+    "Kom ihåg att jag inte äter fläskkött",
+    "Kan du komma ihåg att min sambo heter Erik?",
+    "Spara det här: jag är allergisk mot jordnötter",
+    "Glöm inte att jag har möte varje måndag klockan nio",
+    "Notera att jag föredrar korta svar",
+    "Bara så du vet, jag har flyttat till Umeå, tänk på det framöver",
+    "Husk at jeg er vegetar",
+    "Gem, at min datter hedder Freja",
+    "Husk at jeg jobber som sykepleier",
+    "Ikke glem at jeg har to katter",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -176,6 +187,8 @@ COUNTER_EXAMPLES = (
     "ファイルの保存方法を教えて",
     "Hoe sla ik een bestand op als pdf?",
     "怎么把网页保存成PDF？",
+    "Hur sparar jag ett dokument som PDF?",
+    "Hvordan husker jeg bedre til eksamen?",
 )
 TRIGGERS = (
     r"(?<!\byou )(?<!\bstill )\b(?:please\s+)?remember,?\s+(?:that\s+)?"
@@ -200,6 +213,8 @@ TRIGGERS = (
     r"|\b(?:peux|pourrais)-tu (?:retenir|noter|garder en tête|enregistrer) que\b"
     r"|\bap[uú]ntate\b|\btoma nota de que\b|\bsegna(?:ti)? che\b|\btieni presente che\b"
     r"|\bзапиши,? что\b|\bсохрани,? что\b|\bnoteer dat\b|\bzanotuj\b"
+    r"|\bkom ihåg,? att\b|\bglöm inte,? att\b|\bspara,? att\b|\bnotera,? att\b"
+    r"|\bhusk,? at\b|\b(?:glem|gløm) ikke,? at\b|\bikke (?:glem|gløm),? at\b|\bgem,? at\b"
     r"|メモしておいて|帮我记|기억해 ?줘|\bnot et\b|\baklında tut\b",
 )
 

@@ -207,6 +207,17 @@ EXAMPLES = (
     "Mówiłem ci kiedyś, jaki mam samochód?",
     "Eu já te falei onde eu trabalho?",
     "Based on what you know about me, which of these jobs fits me?",
+    # Swedish, Danish, Norwegian: languages the embedding model was not trained on.
+    "Vad sa jag att min hund heter?",
+    "Kommer du ihåg var jag jobbar?",
+    "Vad vet du om mig?",
+    "Har jag berättat för dig vilken mat jag inte tål?",
+    "Vilken stad sa jag att jag flyttade till?",
+    "Minns du vad min fru heter?",
+    "Hvad sagde jeg, at min søn hedder?",
+    "Husker du hvor jeg bor?",
+    "Hva fortalte jeg deg om jobben min?",
+    "Husker du når bursdagen min er?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -239,6 +250,8 @@ COUNTER_EXAMPLES = (
     "Write a story for my son about a brave little fox",
     "Suggest a name for my new puppy",
     "Help me write a letter to my grandmother",
+    "Minns du när vi var små och badade hela sommaren?",
+    "Kan du huske dengang vi var på Bornholm? Det var dejligt",
 )
 TRIGGERS = (
     r"\bwhat (?:do|did) you (?:know|remember) (?:about|of) (?:me|my)\b"
@@ -263,6 +276,10 @@ TRIGGERS = (
     r"\bчто ты (?:знаешь|помнишь) обо мне\b|\bчто я (?:тебе )?(?:говорил|рассказывал|писал)"
     r"|\b(?:ты )?помнишь,? (?:как зовут|что я|мо[йюяеи])",
     r"私について何を|前に(?:話した|言った)|私の[^。？?]{1,12}(?:覚えて(?:る|います|いる)|知って(?:る|います))",
+    r"\bvad (?:sa|sade|berättade) jag\b|\bvad vet du om mig\b"
+    r"|\b(?:kommer du ihåg|minns du) (?:vad jag|vad min|var jag|vilke[nt]|när jag|hur min|min|mitt|mina)\b"
+    r"|\bhva(?:d)? (?:sa|sagde|fortalte) jeg\b|\bhva(?:d)? (?:vet|ved) du om meg\b|\bhvad ved du om mig\b"
+    r"|\bhusker du (?:hva|hvad|hvor|når|hvilke[nt]|min|mit|mitt|mine)\b",
     r"你(?:还)?记得我|我(?:之前|以前|上次)(?:跟你|和你|对你)?(?:说过|提过|讲过)|你(?:对我|知道我)(?:了解|的)",
 )
 

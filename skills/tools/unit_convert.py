@@ -150,6 +150,17 @@ EXAMPLES = (
     "J'ai roulé 60 miles, c'est combien en km ?",
     "Mi maleta pesa 50 libras, ¿cuántos kilos son?",
     "Ho corso 5 miglia, quanti chilometri sono?",
+    # Swedish, Danish, Norwegian: languages the embedding model was not trained on.
+    "Hur många liter är 5 gallon?",
+    "Konvertera 180 pund till kilo",
+    "Hur mycket är 6 fot i centimeter?",
+    "Vad blir 100 grader Fahrenheit i Celsius?",
+    "Räkna om 2 koppar mjöl till deciliter",
+    "Jag sprang 10 engelska mil, hur långt är det i kilometer?",
+    "Hvor mange centimeter er 12 tommer?",
+    "Omregn 30 miles til kilometer",
+    "Hvor mye er 8 unser i gram?",
+    "Gjør om 75 grader Fahrenheit til Celsius",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -177,6 +188,8 @@ COUNTER_EXAMPLES = (
     "Por que os Estados Unidos usam milhas?",
     "Waarom gebruiken de Britten nog mijlen?",
     "为什么美国用华氏度？",
+    "Varför använder amerikanerna tum och fot?",
+    "Hvorfor bruker briter fortsatt miles?",
 )
 _UNITS = (
     r"kilomet\w*|kilomèt\w*|kilómet\w*|chilometr\w*|quilômet\w*|quilomet\w*|километр\w*"
@@ -193,6 +206,7 @@ _UNITS = (
     r"|tazze|tazza|xícaras?|kopjes?|szklank\w*|стакан\w*|чашк\w*|celsius|fahrenheit\w*"
     r"|kelvin|celsjusz\w*|цельси\w*|фаренгейт\w*|km/h|mph|kmh|knots?|kwh|joules?|calories?"
     r"|kcal|megabytes?|gigabytes?|terabytes?|acres?|hectares?|hektar\w*|psi|pascal"
+    r"|fot\b|fod\b|tum\b|tommer?\b|pund\b|unse\b|kopp(?:ar|er)?\b|decilit\w*"
 )
 # Abbreviations no word is spelled as count alone; the others only after a number.
 _AFTER_NUMBER = r"km|cm|mm|m|kg|g|mg|lb|lbs|oz|ft|in|mi|l|ml|gal|°[cf]"
@@ -204,12 +218,13 @@ _CJK_UNIT = (
 _ANY_UNIT = rf"(?:{_UNIT}|{_CJK_UNIT})"
 _HOW_MANY = (
     r"how (?:many|much)|wie ?viele?|combien|cuánt[oa]s?|quant[ie]|quant[oa]s?|hoeveel|ile"
-    r"|сколько|何|多少|몇|kaç"
+    r"|сколько|何|多少|몇|kaç|hur (?:många|mycket)|hvor (?:mange|mye|meget)"
 )
 TRIGGERS = (
     rf"^(?=[\s\S]*(?:\d|{_HOW_MANY}))[\s\S]*?{_ANY_UNIT}[\s\S]{{0,60}}?{_ANY_UNIT}",
     rf"\b(?:convert|umrechnen|rechne|umwandeln|convertis|convertir|convierte|converti"
-    rf"|converta|omrekenen|przelicz|переведи|перевести|pasa)\b[\s\S]*\d[\s\S]*{_ANY_UNIT}",
+    rf"|converta|omrekenen|omvandla|konvertera|räkna om|omregn|konverter|gjør om"
+    rf"|przelicz|переведи|перевести|pasa)\b[\s\S]*\d[\s\S]*{_ANY_UNIT}",
     rf"(?:換算|変換|换算|转换|환산)[\s\S]*{_ANY_UNIT}|{_ANY_UNIT}[\s\S]*(?:換算|変換|换算|转换|환산)",
 )
 

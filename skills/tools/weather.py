@@ -151,6 +151,18 @@ EXAMPLES = (
     "Vamos a la playa en Cádiz mañana, ¿hará sol?",
     "Domani vado in montagna in Trentino, com'è previsto?",
     "Завтра едем на дачу под Тверь, будет солнечно?",
+    # Swedish, Danish, Norwegian: languages the embedding model was not trained on.
+    "Hur blir vädret i Uppsala i helgen?",
+    "Kommer det att regna i Göteborg i eftermiddag?",
+    "Hur varmt är det i Luleå just nu?",
+    "Blir det snö i Kiruna i natt?",
+    "Vad säger väderprognosen för Visby på lördag?",
+    "Vi ska grilla i kväll i Västerås, blir det uppehåll?",
+    "Hvordan er vejret i Aarhus i dag?",
+    "Bliver det regn i Odense i morgen?",
+    "Hvordan blir været i Oslo i morgen?",
+    "Er det kaldt i Tromsø nå?",
+    "Hvor mange grader er det ute i Bergen?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -187,24 +199,31 @@ COUNTER_EXAMPLES = (
     "부산 맛집 추천해 줘",
     "Ankara'da görülecek yerler neler?",
 )
+# A forecast, an umbrella, a "прогноз" or "previsioni" alone may be sales, terms or
+# insurance; a weather app is software: they count beside words of weather or days.
 TRIGGERS = (
-    r"\bweather\b|\bforecast\b|\bgoing to (?:rain|snow)\b|\bwill it (?:rain|snow|be (?:sunny"
-    r"|cold|hot|warm|windy|cloudy))\b|\bis it (?:raining|snowing|sunny|cold|hot|warm|windy)\b"
-    r"|\bumbrella\b|\bhow (?:hot|cold|warm) is it\b|\btemperature (?:in|outside|today)\b",
+    r"\bweather\b(?!\s+(?:apps?|widgets?|stations?|balloons?|and climate))"
+    r"|\b(?:weather|the) forecast\b|\bforecast (?:in|for (?:today|tomorrow|the weekend)|says)\b"
+    r"|\bgoing to (?:rain|snow)\b|\bwill it (?:rain|snow|be (?:sunny|cold|hot|warm|windy|cloudy))\b"
+    r"|\bis it (?:raining|snowing|sunny|cold|hot|warm|windy)\b"
+    r"|\b(?:need|take|bring|pack) (?:an |my |a )?umbrella\b|\bhow (?:hot|cold|warm) is it\b"
+    r"|\btemperature (?:in|outside|today)\b",
     r"\bwetter\w*|\bregnet\b|\bregnen\b|\bregenschirm\b|\bschneit\b|\bschneien\b"
     r"|\bwie (?:warm|kalt|heiß) (?:ist|wird) es\b",
     r"\bquel temps\b|\bmétéo\b|\bpleuvoir\b|\bpleut\b|\bneiger\b|\bneige-t-il\b"
     r"|\bfera-t-il (?:beau|chaud|froid)\b|\bquelle température\b|\bparapluie\b",
     r"\bqué tiempo (?:hace|hará|va a hacer)\b|\bel tiempo (?:en|para|mañana|hoy)\b"
-    r"|\bllover\b|\bllueve\b|\blloverá\b|\bnevar\b|\bnieva\b|\bpronóstico\b"
+    r"|\bllover\b|\bllueve\b|\blloverá\b|\bnevar\b|\bnieva\b|\bpronóstico (?:del tiempo|para (?:hoy|mañana|el fin))"
     r"|\bhace (?:frío|calor)\b|\bparaguas\b|\bclima (?:en|de|para)\b",
     r"\bche tempo (?:fa|farà)\b|\bmeteo\b|\bpiove\b|\bpioverà\b|\bpiovere\b|\bnevica\b"
-    r"|\bprevisioni\b|\bombrello\b|\bfa (?:freddo|caldo)\b",
+    r"|\bprevisioni (?:del tempo|meteo|per (?:oggi|domani|il (?:weekend|fine)))\b|\bombrello\b|\bfa (?:freddo|caldo)\b",
     r"\bcomo está o (?:tempo|clima)\b|\bprevisão do tempo\b|\bchover\b|\bchove\b|\bchoverá\b"
     r"|\bguarda-chuva\b|\bo tempo em\b|\bclima em\b|\bwat voor weer\b|\bhet weer\b"
     r"|\bweerbericht\b|\bweersverwachting\b|\bregenen\b|\bregent\b",
     r"\bpogod\w*|\bpadać\b|\bdeszcz\w*|\bśnieg\w*|\bпогод\w*|\bдожд\w*|\bснег\w*"
-    r"|\bпрогноз\w*|\bхолодно\b|\bжарко\b|\bзонт\w*|\bhava durumu\b|\byağmur\w*",
+    r"|\bхолодно\b|\bжарко\b|\bзонт\w*|\bhava durumu\b|\byağmur\w*",
+    r"\bväder\w*|\bregnar\b|\bsnöar\b|\b(?:att|ska|kommer det) (?:regna|snöa)\b|\bparaply\b"
+    r"|\bvejr(?:et|udsigt\w*)\b|\bvær(?:et|melding\w*)\b|\bvêret\b|\bregner det\b|\bsner det\b|\bsnør det\b",
     r"天気|天候|雨が降|雨降|雪が降|晴れ|気温|傘|天气|下雨|下雪|气温|晴天|带伞|날씨|비가 오|비 와|눈이 오|기온",
 )
 

@@ -216,6 +216,19 @@ EXAMPLES = (
     "Jakie są najnowsze informacje o korkach na A4?",
     "Quais são as notícias de hoje sobre a economia?",
     "Was the bridge in Baltimore rebuilt yet?",
+    # Swedish, Danish, Norwegian: languages the embedding model was not trained on.
+    "Sök på nätet efter recensioner av nya Volvo EX30",
+    "Vad är de senaste nyheterna om regeringen?",
+    "Vem vann Melodifestivalen i år?",
+    "När öppnar Systembolaget på lördag?",
+    "Vad kostar en biljett till Liseberg just nu?",
+    "Kan du kolla om pendeltågen går som vanligt i dag?",
+    "Hur gick det för Malmö FF i går?",
+    "Søg efter de nyeste nyheder om valget",
+    "Hvem vandt Superligaen sidste sæson?",
+    "Søk på nettet etter billige flybilletter til Roma",
+    "Hva er siste nytt om streiken?",
+    "Hvem vant skiskytingen i helgen?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -236,6 +249,8 @@ COUNTER_EXAMPLES = (
     "Explique como funciona a bolsa de valores",
     "Hoe werkt een zoekmachine?",
     "解释一下股票是什么",
+    "Förklara hur en sökmotor fungerar",
+    "Hvem skrev Peer Gynt?",
 )
 TRIGGERS = (
     r"\bsearch (?:the )?(?:web|internet|online)\b|\bweb search\b|\bsearch for\b|\blook up\b"
@@ -261,6 +276,9 @@ TRIGGERS = (
     r"\bнайди в интернете\b|\bпоищи\b|\bв интернете\b|\b(?:последние|свежие) новости\b"
     r"|\bсвежие отзывы\b|\bновости (?:о|об|про)\b|\bзагугли\b|\binternette ara\b"
     r"|\bson haberler\b",
+    r"\bsök (?:på|efter|i)\b|\bpå nätet\b|\b(?:de )?senaste nyheterna\b|\bnyheter om\b|\bvem vann\b"
+    r"|\bsøg (?:på|efter)\b|\bsøk (?:på|etter)\b|\bpå nettet\b|\bseneste nyheder\b|\bsiste nytt\b"
+    r"|\bnyheder om\b|\bhvem (?:vandt|vant)\b",
     r"検索|調べて|ネットで|最新のニュース|最新ニュース|ググ|搜索|上网查|网上查|查一下|最新(?:的)?新闻|新闻"
     r"|검색|찾아봐|최신 뉴스",
 )
