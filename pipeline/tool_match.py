@@ -66,7 +66,7 @@ CLASSIFIER_MIN_PROBABILITY = 0.1
 CLASSIFIER_PENALTY = 1.0
 # Another tool's regression at least this likely (and likelier than the nearest example's
 # tool) takes its place.
-SWAP_MIN_PROBABILITY = 0.25
+SWAP_MIN_PROBABILITY = 0.4
 TRIGRAM_MIN_COSINE = 0.7
 # Off: preselection by triggers and trigrams only (a switch for measuring).
 USE_EMBEDDINGS = True
