@@ -95,6 +95,10 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "curto",
                     "onde",
                     "qual",
+                    "meu",
+                    "teu",
+                    "minha",
+                    "tua",
                 ]
             ),
         ),
@@ -146,6 +150,11 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "agradaria",
                     "diu",
                     "tothom",
+                    # Also Spanish's article and Portuguese's "my": evidence against
+                    # the third member.
+                    "el",
+                    "meu",
+                    "teu",
                     "quin",
                     "quina",
                     "quants",
@@ -225,6 +234,14 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "rigtig",
                     "oversætte",
                     "oversæt",
+                    # Neuter possessives (Norwegian "ditt", "mitt", "sitt") and the
+                    # greetings Danish writes as one word (Norwegian "god morgen").
+                    "dit",
+                    "mit",
+                    "sit",
+                    "godmorgen",
+                    "godnat",
+                    "godaften",
                 ]
             ),
         ),
@@ -273,6 +290,10 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "oversette",
                     "oversett",
                     "nå",
+                    "ditt",
+                    "mitt",
+                    "sitt",
+                    "natt",
                 ]
             ),
         ),
@@ -388,7 +409,12 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                 ]
             ),
         ),
-        "be": ("ўі", frozenset(["што", "як", "гэта"])),
+        # Belarusian writes Russian's ы, э, ё too: evidence for both against Ukrainian
+        # and Bulgarian, what tells them apart is the letters each never writes.
+        "be": (
+            "ўіыэё",
+            frozenset(["што", "як", "гэта", "мне", "сваё", "калі", "дзе", "чаму", "дзякуй"]),
+        ),
     },
     {
         "cs": (
@@ -411,10 +437,68 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "ještě",
                     "znovu",
                     "nerozumím",
+                    "proč",
+                    "kdy",
+                    "kdo",
+                    "který",
+                    "která",
+                    "které",
+                    "jaký",
+                    "jaká",
+                    "jsem",
+                    "jsi",
+                    "jsou",
+                    "není",
+                    "jen",
+                    "taky",
+                    "velmi",
                 ]
             ),
         ),
-        "pl": ("łąęśźżń", frozenset(["jest", "i", "się", "na", "jak", "co", "chciałbym", "czy"])),
+        "pl": (
+            "łąęśźżń",
+            frozenset(
+                [
+                    "jest",
+                    "i",
+                    "się",
+                    "na",
+                    "jak",
+                    "co",
+                    "chciałbym",
+                    "czy",
+                    # Also Slovak's "no", "not": evidence against Czech ("ne").
+                    "nie",
+                    "mnie",
+                    "w",
+                    "że",
+                    "dla",
+                    "jestem",
+                    "są",
+                    "możesz",
+                    "proszę",
+                    "dziękuję",
+                    "dzięki",
+                    "bardzo",
+                    "też",
+                    "tylko",
+                    "dlaczego",
+                    "gdzie",
+                    "kiedy",
+                    "który",
+                    "która",
+                    "które",
+                    "jaki",
+                    "jaka",
+                    "kto",
+                    "twój",
+                    "twoja",
+                    "twojej",
+                    "mój",
+                    "moja",
+                ]
+            ),
+        ),
         "sk": (
             "äôľĺŕ",
             frozenset(
@@ -433,6 +517,20 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "ešte",
                     "nerozumiem",
                     "vysvetliť",
+                    "prečo",
+                    "kedy",
+                    "kto",
+                    "ktorý",
+                    "ktorá",
+                    "ktoré",
+                    "aký",
+                    "aká",
+                    "som",
+                    "sú",
+                    "len",
+                    "iba",
+                    "tiež",
+                    "veľmi",
                 ]
             ),
         ),
@@ -494,9 +592,39 @@ _GROUPS = (
 _WORDS_RE = re.compile(r"(?:[^\W\d_]|[\u0900-\u097f])+", re.UNICODE)
 
 
-def _evidence(text: str, letters: str, words: frozenset[str], tokens: list[str]) -> float:
-    # A letter only one member writes counts more than a shared-spelling word.
-    return 2.0 * sum(ch in letters for ch in text) + sum(token in words for token in tokens)
+# Per member of a group, the group's letters it never writes (its alphabet's): each one in
+# a text counts against it as much as one of its own letters counts for it. Belarusian
+# writes Russian's ы, э, ё but never и, щ, ъ; Polish none of Czech's and Slovak's č, š,
+# á, é; Danish and Norwegian no ä, ö; Spanish no ç, ã, à.
+_UNWRITTEN: dict[str, str] = {
+    "es": "\u00e7\u00e3\u00f5\u00e0\u00e8\u00f2\u00ef\u00b7",
+    "pt": "\u00f1\u00bf\u00a1\u00e8\u00f2\u00ef\u00b7",
+    "ca": "\u00f1\u00e3\u00f5\u00bf\u00a1",
+    "sv": "\u00e6\u00f8",
+    "da": "\u00e4\u00f6",
+    "no": "\u00e4\u00f6",
+    "ru": "\u0456\u0457\u0454\u0491\u045e",
+    "uk": "\u044b\u044d\u0451\u044a\u045e",
+    "bg": "\u044b\u044d\u0451\u0456\u0457\u0454\u0491\u045e",
+    "be": "\u0438\u0449\u044a\u0457\u0454\u0491",
+    "cs": "\u0142\u0105\u0119\u015b\u017a\u017c\u0144\u00e4\u00f4\u013e\u013a\u0155",
+    "pl": "\u0159\u011b\u016f\u010d\u0161\u017e\u0165\u010f\u0148\u00e1\u00e9\u00ed\u00fd\u00fa"
+    "\u00e4\u00f4\u013e\u013a\u0155",
+    "sk": "\u0159\u011b\u016f\u0142\u0105\u0119\u015b\u017a\u017c\u0144",
+}
+
+
+def _evidence(
+    text: str, code: str, letters: str, words: frozenset[str], tokens: list[str]
+) -> float:
+    # A letter only one member writes counts more than a shared-spelling word; a letter
+    # the member never writes counts as much against it.
+    unwritten = _UNWRITTEN.get(code, "")
+    return (
+        2.0 * sum(ch in letters for ch in text)
+        - 2.0 * sum(ch in unwritten for ch in text)
+        + sum(token in words for token in tokens)
+    )
 
 
 def close_pair_language(text: str, guess: str, fallback: str | None = None) -> str:
@@ -511,7 +639,7 @@ def close_pair_language(text: str, guess: str, fallback: str | None = None) -> s
         lowered = text.lower()
         tokens = _WORDS_RE.findall(lowered)
         scores = {
-            code: _evidence(lowered, letters, words, tokens)
+            code: _evidence(lowered, code, letters, words, tokens)
             for code, (letters, words) in group.items()
         }
         best = max(scores, key=lambda code: scores[code])
@@ -540,7 +668,7 @@ def own_words_language(text: str, guess: str) -> str | None:
         tokens = _WORDS_RE.findall(lowered)
         scores = sorted(
             (
-                (_evidence(lowered, letters, words, tokens), code)
+                (_evidence(lowered, code, letters, words, tokens), code)
                 for code, (letters, words) in group.items()
             ),
             reverse=True,

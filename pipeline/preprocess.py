@@ -523,8 +523,13 @@ def _latin_against(sample: str, fallback: str) -> bool:
     them."""
     if len(sample.split()) < 3 or _base(fallback) not in _NON_LATIN:
         return False
+    return _latin_share(sample) >= 0.9
+
+
+def _latin_share(sample: str) -> float:
+    """The share (0 to 1) of ``sample``'s letters that are Latin (below U+0250)."""
     letters = [ch for ch in sample if ch.isalpha()]
-    return sum(ch < "\u0250" for ch in letters) * 10 >= len(letters) * 9
+    return sum(ch < "\u0250" for ch in letters) / len(letters) if letters else 0.0
 
 
 def _latin_guess(sample: str) -> str:
@@ -582,7 +587,15 @@ def _identified_language(sample: str, fallback: str) -> str | None:
             return worded
         if _probability_of(ranked, base) >= float(confidence) * SHORT_FALLBACK_RATIO:
             return fallback
-    language = languages.function_word_language(sample, language, runners_up)
+    if language in languages.FUNCTION_WORDS or (
+        language in _NON_LATIN and _latin_share(sample) > 0.5
+    ):
+        # A Latin-script language without a word list cannot be weighed by one: two of
+        # its short words that English or Dutch also write ("a", "is"; "hoe", "kan")
+        # would turn py3langid's sure Irish or Afrikaans into them. A guess in another
+        # script than most of the letters is a borrowed term's pull ("What does 木漏れ日
+        # mean?"); one in the letters' own script is no such pull.
+        language = languages.function_word_language(sample, language, runners_up)
     base = _base(fallback)
     close = _probability_of(ranked, base) >= float(confidence) * CLOSE_FALLBACK_RATIO
     kept = base if close else None

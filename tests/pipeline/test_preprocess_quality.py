@@ -187,6 +187,21 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("Co znaczy „break a leg” po angielsku?", "en", "pl"),
         ("Cosa vuol dire ‘to beat around the bush’?", "en", "it"),
         ("『The Catcher in the Rye』ってどんな話？", "en", "ja"),
+        # A sure guess of a language without a function-word list is not outweighed by
+        # short words English or Dutch also write; a borrowed term's script still is.
+        ("Conas is féidir liom mo CV a fheabhsú?", "en", "ga"),
+        ("Hoe kan ek my CV verbeter?", "nl", "af"),
+        ("Scrie-mi o poezie scurtă despre toamnă", "it", "ro"),
+        ("What does 木漏れ日 mean?", "ja", "en"),
+        # Letters a close language never writes count against it; words the group's
+        # members share count for each.
+        ("Як мне палепшыць сваё рэзюмэ?", "ru", "be"),
+        ("Nie rozumiem twojej odpowiedzi", "cs", "pl"),
+        ("Proč je obloha modrá?", "pl", "cs"),
+        ("Com puc millorar el meu currículum?", "es", "ca"),
+        ("Jeg forstår ikke dit svar", "no", "da"),
+        ("Jeg forstår ikke svaret ditt", "da", "no"),
+        ("Godmorgen! Hvordan har du det?", "no", "da"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:
