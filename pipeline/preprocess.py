@@ -103,13 +103,23 @@ _INSTRUCTION_VERB_WORDS: dict[str, str] = {
     "zh": "翻译 翻譯 总结 總結",
     "ko": "번역 번역해 번역해줘 요약",
 }
-_INSTRUCTION_VERBS = {
-    verb: language for language, verbs in _INSTRUCTION_VERB_WORDS.items() for verb in verbs.split()
-}
+
+
+def _verb_owners() -> dict[str, tuple[str, ...]]:
+    owners: dict[str, tuple[str, ...]] = {}
+    for language, verbs in _INSTRUCTION_VERB_WORDS.items():
+        for verb in verbs.split():
+            owners[verb] = (*owners.get(verb, ()), language)
+    return owners
+
+
+# Per verb, the languages that write it, in the table's order ("corrige": French and
+# Spanish; "explique": French and Portuguese).
+_INSTRUCTION_VERBS = _verb_owners()
 _CJK_VERBS = tuple(
-    (verb, language)
-    for verb, language in _INSTRUCTION_VERBS.items()
-    if language in ("ja", "zh", "ko")
+    (verb, owners[0])
+    for verb, owners in _INSTRUCTION_VERBS.items()
+    if owners[0] in ("ja", "zh", "ko")
 )
 # Besides the verb, such a head has at most this many words ("Bitte übersetze",
 # "Please translate", "Por favor traduce").
@@ -218,15 +228,28 @@ def tool_vectors_prefetch(content: str) -> None:
     tool_match.vectors_prefetch(subject)
 
 
-def instruction_verb_language(head: str) -> str | None:
+def instruction_verb_language(head: str, fallback: str = "") -> str | None:
     """The language of a short instruction head ("Übersetze" → "de", "Please translate"
     → "en", "翻訳して" → "ja"): at most :data:`INSTRUCTION_HEAD_WORDS` words, one of them
-    an instruction verb of :data:`_INSTRUCTION_VERBS`; None for any other head."""
-    words = [word.strip(".,!¡¿?\"'«»") for word in head.casefold().split()]
+    an instruction verb of :data:`_INSTRUCTION_VERBS`; None for any other head. A verb
+    several languages write ("Corrige mon texte", "Corrige el texto") is in the one of
+    them whose function words the head has more of, else in ``fallback`` (an ISO 639
+    code) when it is one of them, else in the first."""
+    words = [word.strip(".,:;!¡¿?\"'«»\uff1a") for word in head.casefold().split()]
+    words = [word for word in words if word]
     if not 0 < len(words) <= INSTRUCTION_HEAD_WORDS:
         return None
-    found = next((_INSTRUCTION_VERBS[w] for w in words if w in _INSTRUCTION_VERBS), None)
-    return found or _cjk_verb_language(head)
+    owners = next((_INSTRUCTION_VERBS[w] for w in words if w in _INSTRUCTION_VERBS), ())
+    if len(owners) > 1:
+        hits = {
+            owner: sum(w in languages.FUNCTION_WORDS.get(owner, ()) for w in words)
+            for owner in owners
+        }
+        best = max(hits.values())
+        leaders = [owner for owner in owners if hits[owner] == best]
+        base = _base(fallback) if fallback else ""
+        return base if base in leaders else leaders[0]
+    return owners[0] if owners else _cjk_verb_language(head)
 
 
 # Short messages langid cannot place (a word or two), by language, "|"-separated. A
@@ -458,7 +481,7 @@ def detect_language(text: str, *, fallback: str) -> str:
     fallback = languages.supported_fallback(fallback)
     sample = instruction_text(text)
     # A one-word instruction ("Übersetze: …") is too short for py3langid; its verb says.
-    told = instruction_verb_language(sample)
+    told = instruction_verb_language(sample, fallback)
     if told:
         return fallback if _base(fallback) == told else told
     known = _short_message_language(sample, fallback) or _script_language(

@@ -202,6 +202,11 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("Jeg forstår ikke dit svar", "no", "da"),
         ("Jeg forstår ikke svaret ditt", "da", "no"),
         ("Godmorgen! Hvordan har du det?", "no", "da"),
+        # An instruction verb several languages write: the head's function words, else
+        # the chat's language when it is one of them.
+        ('Corrige mon texte : "I has been to London twice"', "en", "fr"),
+        ("Corrige el texto: 'I has went home yesterday'", "en", "es"),
+        ("Corrige : I has went home yesterday", "es", "es"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:
