@@ -85,11 +85,11 @@ _INSTRUCTION_VERB_WORDS: dict[str, str] = {
     "mean",
     "de": "übersetze übersetz übersetzen zusammenfassen korrigiere korrigieren erkläre "
     "erklären umformulieren",
-    "fr": "traduis traduisez traduire résume résumez corrige corrigez reformule reformulez "
-    "explique expliquez",
+    "fr": "traduis traduisez traduire résume résumez résumer corrige corrigez corriger reformule "
+    "reformulez reformuler explique expliquez",
     "es": "traduce traducir traduzca resume resumir corrige corregir explica",
-    "it": "traduci tradurre traducimi riassumi correggi spiega",
-    "pt": "traduza traduzir traduz resuma corrija explique",
+    "it": "traduci tradurre traducimi riassumi riassumere correggi correggere spiega",
+    "pt": "traduza traduzir traduz resuma resumir corrija corrigir explique",
     "nl": "vertaal vertalen samenvatten verbeter betekent",
     "pl": "przetłumacz przetłumaczyć streść popraw",
     "ru": "переведи переведите перевести перескажи исправь",

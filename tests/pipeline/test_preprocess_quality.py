@@ -207,6 +207,8 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ('Corrige mon texte : "I has been to London twice"', "en", "fr"),
         ("Corrige el texto: 'I has went home yesterday'", "en", "es"),
         ("Corrige : I has went home yesterday", "es", "es"),
+        # An infinitive asks as an imperative does ("Peux-tu résumer ça ?").
+        ("Peux-tu résumer ça ? The new policy applies to all employees from March", "en", "fr"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:
