@@ -46,7 +46,7 @@ from openmates.sockets import auser_sockets_send
 from pipeline import events as ev
 from pipeline import files as turn_files
 from pipeline import protocol as p
-from pipeline import state
+from pipeline import speculate, state
 from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.prompts import answer_reserve_tokens
@@ -465,6 +465,23 @@ async def _retry_content(socket: Socket, *, chat_id: str, message_id: str) -> st
     return content
 
 
+def _early_start(
+    socket: Socket, chat_id: str, content: str | None, frame: p.MessageSend | None
+) -> EarlyReads:
+    """The turn's Redis reads, the message's vectors and pre-processing on the chat's last
+    accepted instance and role (``pipeline.speculate``), run while the accept call writes
+    (the user's own keys only)."""
+    overrides = frame.overrides if frame is not None else None
+    return early_reads_start(
+        user_id=socket.user.pk,
+        chat_id=chat_id,
+        content=content,
+        guess=speculate.guess_for(user_id=socket.user.pk, chat_id=chat_id),
+        requested_tier=overrides.tier if overrides else None,
+        requested_tools=overrides.tools if overrides and overrides.tools else None,
+    )
+
+
 async def _turn_start(
     socket: Socket,
     *,
@@ -483,13 +500,7 @@ async def _turn_start(
     parent: str | chat_services.Parent | None = chat_services.Parent.NEWEST
     if frame is not None and frame.parent_given:
         parent = frame.parent_id
-    # The turn's Redis reads and the message's vectors run while the accept call writes
-    # (the user's own keys only).
-    early = (
-        early_reads_start(user_id=socket.user.pk, chat_id=chat_id, content=content)
-        if not retry
-        else None
-    )
+    early = _early_start(socket, chat_id, content, frame) if not retry else None
     if early is not None:
         await asyncio.sleep(0)  # the reads send their Redis commands before the accept runs
     try:
@@ -558,6 +569,9 @@ async def _accepted_launch(
         early_reads_drop(early)
         raise
     chat = accepted.chat
+    speculate.guess_keep(
+        user_id=socket.user.pk, chat_id=chat.pk, instance=chat.instance, role=accepted.role
+    )
     await _turn_launch(
         socket,
         TurnRequest(

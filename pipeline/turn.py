@@ -40,7 +40,7 @@ from pipeline import events as ev
 from pipeline import files as turn_files
 from pipeline import postprocess as post
 from pipeline import preprocess as pre
-from pipeline import prompts, state
+from pipeline import prompts, speculate, state
 from pipeline.db import db_call
 from pipeline.ids import new_id
 from pipeline.mainprocess import MainContext, MainResult, respond
@@ -66,8 +66,11 @@ TITLE_WAIT_S = 10.0
 INSTANCE_CONTEXT_TTL_S = 10.0
 
 
-# The chat's newest cached entries and notes, read beside a turn's accept.
-EarlyReads = asyncio.Task[tuple[chat_cache.CachedHistory, state.ChatNotes]]
+# The chat's newest cached entries and notes, read beside a turn's accept, and
+# pre-processing on a guess of what the accept finds (``pipeline.speculate``).
+EarlyReads = asyncio.Task[
+    tuple[chat_cache.CachedHistory, state.ChatNotes, speculate.Speculation | None]
+]
 
 
 @dataclass(frozen=True)
@@ -105,14 +108,25 @@ class TurnRequest:
     early: EarlyReads | None = None
 
 
-def early_reads_start(*, user_id: int, chat_id: str, content: str | None = None) -> EarlyReads:
+def early_reads_start(
+    *,
+    user_id: int,
+    chat_id: str,
+    content: str | None = None,
+    guess: speculate.Guess | None = None,
+    requested_tier: str | None = None,
+    requested_tools: Sequence[str] | None = None,
+) -> EarlyReads:
     """Start a turn's Redis reads before its accept call returns: the newest
     ``HISTORY_WINDOW_ENTRIES`` of the chat's AI cache and its notes, and, given the
     message's ``content``, its sentence vectors (``preprocess.tool_vectors_prefetch``, in
     a thread: a new message's embedding takes milliseconds, which then pass while the
     accept is in PostgreSQL). The keys are the user's own (``chat_id`` as the client sent
     it: a chat that is not theirs has none), so nothing is read that the user may not
-    see. Hand the task to the turn (``TurnRequest.early``) or to :func:`early_reads_drop`."""
+    see. With a ``guess`` of the chat's instance and the user's role
+    (``speculate.guess_for``) and the client's overrides, pre-processing then runs on
+    what was read (``pipeline.speculate``). Hand the task to the turn
+    (``TurnRequest.early``) or to :func:`early_reads_drop`."""
 
     # The vectors are the longest of these reads: their thread is asked for first, before
     # the accept's thread takes the GIL.
@@ -123,7 +137,9 @@ def early_reads_start(*, user_id: int, chat_id: str, content: str | None = None)
         )
         vectors.add_done_callback(lambda done: done.cancelled() or done.exception())
 
-    async def read() -> tuple[chat_cache.CachedHistory, state.ChatNotes]:
+    async def read() -> tuple[
+        chat_cache.CachedHistory, state.ChatNotes, speculate.Speculation | None
+    ]:
         cached, notes, _ = await asyncio.gather(
             chat_cache.ai_history_read(
                 user_id=user_id, chat_id=chat_id, newest=HISTORY_WINDOW_ENTRIES
@@ -131,9 +147,39 @@ def early_reads_start(*, user_id: int, chat_id: str, content: str | None = None)
             state.chat_notes_load(user_id=user_id, chat_id=chat_id),
             vectors if vectors is not None else _nothing(),
         )
-        return cached, notes
+        speculation = None
+        if guess is not None and content:
+            speculation = _speculate(guess, content, cached, notes, requested_tier, requested_tools)
+        return cached, notes, speculation
 
     return asyncio.ensure_future(read())
+
+
+def _speculate(
+    guess: speculate.Guess,
+    content: str,
+    cached: chat_cache.CachedHistory,
+    notes: state.ChatNotes,
+    requested_tier: str | None,
+    requested_tools: Sequence[str] | None,
+) -> speculate.Speculation | None:
+    """Pre-processing of a follow-up on ``guess`` and the early reads, or None when the
+    instance's context is not in this process's cache (no database call is made here)."""
+    context = _instance_contexts.get(guess.instance.pk)
+    if context is None or time.monotonic() - context.loaded_at >= INSTANCE_CONTEXT_TTL_S:
+        return None
+    inputs = speculate.PreprocessInputs.of(
+        content=content,
+        instance=guess.instance,
+        candidates=context.candidates,
+        mate_categories=[m.category for m in context.mates],
+        role=guess.role,
+        previous_assistant=speculate.previous_answer(cached.messages),
+        requested_tier=requested_tier,
+        requested_tools=requested_tools,
+        fallback_language=notes.language,
+    )
+    return speculate.Speculation(inputs=inputs, decided=inputs.run(guess.instance))
 
 
 async def _nothing() -> None:
@@ -244,6 +290,8 @@ class _Progress:
     title_task: asyncio.Task[pre.ChatTitle | None] | None = None
     # ``time.perf_counter()`` when the title call started (for the fallback's log line).
     title_started: float | None = None
+    # Pre-processing run beside the accept call on a guess (``pipeline.speculate``).
+    speculation: speculate.Speculation | None = None
 
 
 async def run_turn(request: TurnRequest, control: TurnControl) -> AsyncIterator[ev.ServerEvent]:
@@ -435,20 +483,21 @@ async def _answer(
 
 
 def _plan(request: TurnRequest, progress: _Progress, context: InstanceContext) -> _Plan:
-    """Pre-processing's local decisions for the message (``preprocess.preprocess``)."""
+    """Pre-processing's local decisions for the message (``preprocess.preprocess``, or
+    the same decision made beside the accept call: ``pipeline.speculate``)."""
     history = progress.history
-    previous = next((m for m in reversed(history) if m.get("role") == "assistant"), None)
-    decided = pre.preprocess(
+    inputs = speculate.PreprocessInputs.of(
         content=request.content,
         instance=request.instance,
         candidates=context.candidates,
-        role=request.role,
-        previous_assistant=str(previous["content"]) if previous else None,
         mate_categories=[m.category for m in context.mates],
+        role=request.role,
+        previous_assistant=speculate.previous_answer(history),
         requested_tier=request.requested_tier,
         requested_tools=request.requested_tools,
         fallback_language=progress.notes.language,
     )
+    decided = speculate.preprocessed(inputs, request.instance, progress.speculation)
     if decided.tools and llm.is_base_model(tier=decided.tier, instance=request.instance):
         # A base model gets no tools (openmates.llm): none is offered, nor shown as offered.
         decided = replace(decided, tools=(), tool_reasons=())
@@ -746,7 +795,7 @@ async def _load_history(
 ) -> AsyncIterator[ev.ServerEvent]:
     """Fill ``progress.history``; on a miss ask the client and wait for ``chat.history``."""
     chat = request.chat
-    branch, cached, progress.notes = await _reads(request, control)
+    branch, cached, progress.notes, progress.speculation = await _reads(request, control)
     loaded = cached.along(branch.path, branch.off_branch, need=HISTORY_WINDOW_NEED)
     if loaded.reason == chat_cache.WINDOW_SHORT:
         cached = await chat_cache.ai_history_read(user_id=request.user_id, chat_id=chat.pk)
@@ -795,21 +844,24 @@ async def _load_history(
 
 async def _reads(
     request: TurnRequest, control: TurnControl
-) -> tuple[chat_selectors.Branch, chat_cache.CachedHistory, state.ChatNotes]:
-    """The question's branch, the chat's newest cached entries and its notes: those the
-    accept call and :func:`early_reads_start` read when the turn did not wait in the
-    chat's queue (the turns before it changed them meanwhile), else read now, at once."""
+) -> tuple[
+    chat_selectors.Branch, chat_cache.CachedHistory, state.ChatNotes, speculate.Speculation | None
+]:
+    """The question's branch, the chat's newest cached entries and its notes, and
+    pre-processing on a guess: those the accept call and :func:`early_reads_start` read
+    when the turn did not wait in the chat's queue (the turns before it changed them
+    meanwhile), else read now, at once (and no guess)."""
     early = request.early
     if early is not None and not control.queued:
         branch = await _branch(request, control)
-        cached, notes = await early
-        return branch, cached, notes
+        cached, notes, speculation = await early
+        return branch, cached, notes, speculation
     early_reads_drop(early)
-    branch, (cached, notes) = await asyncio.gather(
+    branch, (cached, notes, _) = await asyncio.gather(
         _branch(request, control),
         early_reads_start(user_id=request.user_id, chat_id=request.chat.pk),
     )
-    return branch, cached, notes
+    return branch, cached, notes, None
 
 
 async def _branch(request: TurnRequest, control: TurnControl) -> chat_selectors.Branch:
