@@ -187,6 +187,8 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "göra",
                     "igen",
                     "snälla",
+                    # Also Danish's greeting; Norwegian writes "hei".
+                    "hej",
                 ]
             ),
         ),
@@ -242,6 +244,7 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "godmorgen",
                     "godnat",
                     "godaften",
+                    "hej",
                 ]
             ),
         ),
@@ -294,6 +297,7 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "mitt",
                     "sitt",
                     "natt",
+                    "hei",
                 ]
             ),
         ),

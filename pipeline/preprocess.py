@@ -163,12 +163,7 @@ def instruction_text(text: str) -> str:
     Removes code, URLs, ``>`` quote lines, quotations and, in "translate this: …" shapes,
     the material after the colon.
     """
-    stripped = _FENCE_RE.sub(" ", text)
-    stripped = _INLINE_CODE_RE.sub(" ", stripped)
-    stripped = _URL_RE.sub(" ", stripped)
-    stripped = _QUOTE_LINE_RE.sub(" ", stripped)
-    stripped = _QUOTED_RE.sub(" ", stripped)
-    stripped = _SINGLE_QUOTED_RE.sub(" ", stripped)
+    stripped = _quoted_removed(text)
     match = _COLON_TAIL_RE.match(stripped.strip())
     if match:
         head = match.group("head")
@@ -177,6 +172,40 @@ def instruction_text(text: str) -> str:
     else:
         stripped = _instruction_head(stripped.strip()) or stripped
     return " ".join(stripped.split()) or " ".join(text.split())
+
+
+def _quoted_removed(text: str) -> str:
+    """``text`` without code, URLs, ``>`` quote lines and quotations (line breaks kept)."""
+    stripped = _FENCE_RE.sub(" ", text)
+    stripped = _INLINE_CODE_RE.sub(" ", stripped)
+    stripped = _URL_RE.sub(" ", stripped)
+    stripped = _QUOTE_LINE_RE.sub(" ", stripped)
+    stripped = _QUOTED_RE.sub(" ", stripped)
+    return _SINGLE_QUOTED_RE.sub(" ", stripped)
+
+
+# A last line of at most this many words after material at least as long can be the
+# request about it.
+TAIL_INSTRUCTION_WORDS = 12
+_QUESTION_END_RE = re.compile(r"[?\uff1f\u061f]\s*$")
+
+
+def _instruction_tail(text: str) -> str | None:
+    """The last line of ``text`` (quotations removed) when it is a request about the
+    longer material pasted above it ("<an English e-mail>\\n\\nKannst du das
+    zusammenfassen?"): two to :data:`TAIL_INSTRUCTION_WORDS` words, a question or holding
+    an instruction verb, after at least as many words; else None. A signature
+    ("Best regards,") or a name under a letter is no request."""
+    material, _, tail = _quoted_removed(text).strip().rpartition("\n")
+    words = tail.split()
+    if not material or not 2 <= len(words) <= TAIL_INSTRUCTION_WORDS:
+        return None
+    if len(material.split()) < len(words):
+        return None
+    verbs = (word.strip(".,:;!¡¿?\"'«»").casefold() in _INSTRUCTION_VERBS for word in words)
+    if _QUESTION_END_RE.search(tail) or any(verbs):
+        return " ".join(words)
+    return None
 
 
 # Where an instruction sentence ends and unquoted material may follow: a sentence end, or
@@ -480,6 +509,10 @@ def detect_language(text: str, *, fallback: str) -> str:
     """
     fallback = languages.supported_fallback(fallback)
     sample = instruction_text(text)
+    if sample == " ".join(_quoted_removed(text).split()):
+        # No instruction before its material: one after it ("<pasted text> Can you
+        # translate this?") says the answer's language.
+        sample = _instruction_tail(text) or sample
     # A one-word instruction ("Übersetze: …") is too short for py3langid; its verb says.
     told = instruction_verb_language(sample, fallback)
     if told:

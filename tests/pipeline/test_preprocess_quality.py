@@ -209,6 +209,13 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("Corrige : I has went home yesterday", "es", "es"),
         # An infinitive asks as an imperative does ("Peux-tu résumer ça ?").
         ("Peux-tu résumer ça ? The new policy applies to all employees from March", "en", "fr"),
+        # A request after the material it is about: the request's language.
+        ("Revenue rose by 12% in the last quarter.\n\nKannst du das zusammenfassen?", "en", "de"),
+        ("Our office is closed on Monday.\n\nKun je dit vertalen naar het Nederlands?", "en", "nl"),
+        ("Bonjour, je voudrais réserver une table.\n\nWhat does this say?", "fr", "en"),
+        # A signature under a letter is no request.
+        ("Kannst du diesen Brief prüfen? Ich komme morgen.\n\nBest regards", "de", "de"),
+        ("Hei, hvordan har du det i dag?", "en", "no"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:
