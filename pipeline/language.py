@@ -245,6 +245,7 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "godnat",
                     "godaften",
                     "hej",
+                    "gør",
                 ]
             ),
         ),
@@ -298,6 +299,7 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "sitt",
                     "natt",
                     "hei",
+                    "gjør",
                 ]
             ),
         ),
@@ -535,6 +537,62 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "iba",
                     "tiež",
                     "veľmi",
+                ]
+            ),
+        ),
+    },
+)
+# Dutch and Afrikaans: Afrikaans writes ê, ô, û (Dutch's ë it writes too); the commonest
+# words they spell apart (Dutch "ik", "niet", "het", "een"; Afrikaans "ek", "nie", "die").
+_GROUPS = (
+    *_GROUPS,
+    {
+        "nl": (
+            "",
+            frozenset(
+                [
+                    "het",
+                    "de",
+                    "een",
+                    "ik",
+                    "niet",
+                    "je",
+                    "jij",
+                    "jou",
+                    "jouw",
+                    "mijn",
+                    "zijn",
+                    "zal",
+                    "zou",
+                    "er",
+                    "wat",
+                    "hoe",
+                    "ook",
+                    "alsjeblieft",
+                    "bedankt",
+                    "dank",
+                    "graag",
+                ]
+            ),
+        ),
+        "af": (
+            "\u00ea\u00f4\u00fb",
+            frozenset(
+                [
+                    "die",
+                    "ek",
+                    "nie",
+                    "jy",
+                    "jou",
+                    "my",
+                    "sal",
+                    "hulle",
+                    "baie",
+                    "asseblief",
+                    "dankie",
+                    "wat",
+                    "hoe",
+                    "ook",
                 ]
             ),
         ),

@@ -321,6 +321,21 @@ _SHORT_MESSAGES: dict[str, str] = {
     "fa": "ممنون|مرسی|خیلی ممنون|خداحافظ|بله|سلام",
     "ar": "شكرا|شكرا جزيلا|شكراً|مرحبا|نعم|مع السلامة|سلام",
     "tl": "salamat|salamat po|maraming salamat|paalam|opo",
+    # Croatian, Serbian and Slovene thank alike: the chat's language when it is one.
+    "hr": "hvala|hvala lijepa|hvala puno|hvala ti|u redu",
+    "sr": "hvala|hvala puno|hvala ti|u redu|хвала|хвала пуно",
+    "sl": "hvala|najlepša hvala|hvala lepa|v redu",
+    "et": "aitäh|tänan|suur aitäh|aitäh väga",
+    "lv": "paldies|liels paldies|sveiki|labdien",
+    "lt": "ačiū|labai ačiū|sveiki|laba diena",
+    "sq": "faleminderit|përshëndetje",
+    "is": "takk fyrir|kærar þakkir|góðan daginn",
+    "ga": "go raibh maith agat|dia duit|slán",
+    "cy": "diolch|diolch yn fawr|bore da|hwyl fawr",
+    "eu": "eskerrik asko|kaixo|agur",
+    "af": "dankie|baie dankie|goeie môre",
+    "id": "terima kasih|makasih|selamat pagi|sama sama",
+    "vi": "cảm ơn|cám ơn|cảm ơn bạn|xin chào|vâng",
     "sw": "asante|asante sana|habari|jambo|ndiyo|hapana|karibu",
     "mk": "благодарам|благодарам многу|фала|фала многу",
     "az": "çox sağ ol|təşəkkür edirəm|çox təşəkkür|bəli",
@@ -480,17 +495,21 @@ def _script_language(sample: str, fallback: str, *, shared: bool) -> str | None:
         return script
     if not shared:
         return None
-    languages = _SCRIPT_LANGUAGES[script]
+    writers = _SCRIPT_LANGUAGES[script]
     # A letter only one language of the script writes outweighs the chat's language
-    # ("明白了吗" in a Japanese chat, Ukrainian "\u0456" in a Russian one).
+    # ("明白了吗" in a Japanese chat, Ukrainian "\u0456" in a Russian one), and so do
+    # words only one of its close languages writes ("Це неправда": Ukrainian "це").
     for telltale, language in _TELLTALE_LETTERS:
-        if language in languages and any(ch in telltale for ch in sample):
+        if language in writers and any(ch in telltale for ch in sample):
             return language
     if script == "han" and _CHINESE_LE_RE.search(sample):
         return "zh"
-    if _base(fallback) in languages:
+    own = languages.own_words_language(sample, writers[0])
+    if own is not None:
+        return own
+    if _base(fallback) in writers:
         return fallback
-    return languages[0]
+    return writers[0]
 
 
 def detect_language(text: str, *, fallback: str) -> str:
@@ -533,7 +552,8 @@ def detect_language(text: str, *, fallback: str) -> str:
     return _script_language(sample, fallback, shared=True) or fallback
 
 
-# Supported languages not written in Latin letters.
+# Supported languages not written in Latin letters (Serbian, written in Cyrillic and in
+# Latin letters alike, is not among them).
 _NON_LATIN = frozenset(
     [
         "am",
@@ -562,7 +582,6 @@ _NON_LATIN = frozenset(
         "ps",
         "ru",
         "si",
-        "sr",
         "ta",
         "te",
         "th",
@@ -614,6 +633,10 @@ def _identified_language(sample: str, fallback: str) -> str | None:
     short = len(sample.split()) < SHORT_TEXT_WORDS
     needed = SHORT_TEXT_MIN_CONFIDENCE if short else LANGUAGE_MIN_CONFIDENCE
     language = languages.supported(str(top))
+    if language is not None:
+        # py3langid splits Norwegian between "nb" and "nn": its confidence in the
+        # language is the two labels' sum ("Gjør det kortere": 0.46 and 0.38).
+        confidence = _probability_of(ranked, language)
     runners_up = [
         code for code in (languages.supported(str(c)) for c, _ in ranked[:4]) if code is not None
     ]
@@ -689,6 +712,11 @@ def _lexicon() -> dict[str, frozenset[str]]:
     for language, phrases in _SHORT_MESSAGES.items():
         single = (phrase for phrase in phrases.split("|") if " " not in phrase)
         words.setdefault(language, set()).update(single)
+    # A short message that is another language's function word counts for that one too:
+    # French "non" is Italian's "not" ("Non è corretto").
+    every = set().union(*words.values())
+    for language, function_words in languages.FUNCTION_WORDS.items():
+        words.setdefault(language, set()).update(function_words & every)
     return {language: frozenset(found) for language, found in words.items()}
 
 

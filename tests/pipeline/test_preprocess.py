@@ -115,7 +115,8 @@ def test_a_script_tells_the_language_when_langid_is_unsure() -> None:
     assert pre.detect_language("了解", fallback="ja") == "ja"  # kanji in a Japanese chat
     assert pre.detect_language("了解", fallback="en") == "zh"
     assert pre.detect_language("Рахмет", fallback="kk") == "kk"
-    assert pre.detect_language("Хвала", fallback="en") == "ru"
+    assert pre.detect_language("Борщ", fallback="en") == "ru"
+    assert pre.detect_language("Хвала", fallback="en") == "sr"  # Serbian "thanks"
     assert pre.detect_language("مرسی", fallback="en") == "fa"
 
 

@@ -216,6 +216,19 @@ def test_each_preselected_tool_has_its_reason() -> None:
         # A signature under a letter is no request.
         ("Kannst du diesen Brief prüfen? Ich komme morgen.\n\nBest regards", "de", "de"),
         ("Hei, hvordan har du det i dag?", "en", "no"),
+        # Short replies: a short message that is another language's function word
+        # counts for both; a Cyrillic text by its close language's own words; py3langid's
+        # confidence in Norwegian is its two labels'; Dutch and Afrikaans by their words;
+        # thanks in more languages; Serbian is written in Latin letters too.
+        ("Non è corretto", "en", "it"),
+        ("Це неправда", "en", "uk"),
+        ("Gjør det kortere", "en", "no"),
+        ("Gør det kortere", "en", "da"),
+        ("Maak het korter", "en", "nl"),
+        ("Olgu, aitäh", "fi", "et"),
+        ("Labi, paldies", "lt", "lv"),
+        ("Hvala", "en", "hr"),
+        ("U redu, hvala", "sr", "sr"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:
