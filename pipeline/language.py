@@ -421,6 +421,18 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
             "ўіыэё",
             frozenset(["што", "як", "гэта", "мне", "сваё", "калі", "дзе", "чаму", "дзякуй"]),
         ),
+        # Macedonian and Serbian Cyrillic: gje, kje, dze (U+0453, U+045C, U+0455) and
+        # dje, tshe (U+0452, U+045B) their own; je, lje, nje, dzhe both's.
+        "mk": (
+            "\u0453\u045c\u0455\u0458\u0459\u045a\u045f",
+            frozenset(
+                ["што", "како", "ова", "сум", "зошто", "каде", "можам", "благодарам", "сакам"]
+            ),
+        ),
+        "sr": (
+            "\u0452\u045b\u0458\u0459\u045a\u045f",
+            frozenset(["шта", "како", "ово", "сам", "зашто", "где", "могу", "хвала", "желим"]),
+        ),
     },
     {
         "cs": (
@@ -658,6 +670,8 @@ _WORDS_RE = re.compile(r"(?:[^\W\d_]|[\u0900-\u097f])+", re.UNICODE)
 # a text counts against it as much as one of its own letters counts for it. Belarusian
 # writes Russian's ы, э, ё but never и, щ, ъ; Polish none of Czech's and Slovak's č, š,
 # á, é; Danish and Norwegian no ä, ö; Spanish no ç, ã, à.
+_MK_SR = "\u0453\u045c\u0455\u0452\u045b\u0458\u0459\u045a\u045f"
+_NOT_MK_SR = "\u0439\u0449\u044a\u044c\u044e\u044f\u044b\u044d\u0451\u0456\u0457\u0454\u0491\u045e"
 _UNWRITTEN: dict[str, str] = {
     "es": "\u00e7\u00e3\u00f5\u00e0\u00e8\u00f2\u00ef\u00b7",
     "pt": "\u00f1\u00bf\u00a1\u00e8\u00f2\u00ef\u00b7",
@@ -665,10 +679,15 @@ _UNWRITTEN: dict[str, str] = {
     "sv": "\u00e6\u00f8",
     "da": "\u00e4\u00f6",
     "no": "\u00e4\u00f6",
-    "ru": "\u0456\u0457\u0454\u0491\u045e",
-    "uk": "\u044b\u044d\u0451\u044a\u045e",
-    "bg": "\u044b\u044d\u0451\u0456\u0457\u0454\u0491\u045e",
-    "be": "\u0438\u0449\u044a\u0457\u0454\u0491",
+    # Macedonian's and Serbian's own letters (\u0453-\u045f but \u0456, \u0457, \u045e)
+    # no other member writes.
+    "ru": "\u0456\u0457\u0454\u0491\u045e" + _MK_SR,
+    "uk": "\u044b\u044d\u0451\u044a\u045e" + _MK_SR,
+    "bg": "\u044b\u044d\u0451\u0456\u0457\u0454\u0491\u045e" + _MK_SR,
+    "be": "\u0438\u0449\u044a\u0457\u0454\u0491" + _MK_SR,
+    # Neither writes й, щ, ъ, ь, ю, я, ы, э, ё nor Ukrainian's and Belarusian's letters.
+    "mk": _NOT_MK_SR + "\u0452\u045b",
+    "sr": _NOT_MK_SR + "\u0453\u045c\u0455",
     "cs": "\u0142\u0105\u0119\u015b\u017a\u017c\u0144\u00e4\u00f4\u013e\u013a\u0155",
     "pl": "\u0159\u011b\u016f\u010d\u0161\u017e\u0165\u010f\u0148\u00e1\u00e9\u00ed\u00fd\u00fa"
     "\u00e4\u00f4\u013e\u013a\u0155",

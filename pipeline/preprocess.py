@@ -391,6 +391,9 @@ _SHORT_LANGUAGES = _phrase_languages(
 # often sure of the wrong language ("Explain again" → Scottish Gaelic at 0.34).
 SHORT_TEXT_WORDS = 4
 SHORT_TEXT_MIN_CONFIDENCE = 0.5
+# A single word (a loanword or a name more often than a change of language: "Weekend"
+# in an Italian chat, py3langid Dutch at 0.61) needs this much.
+ONE_WORD_MIN_CONFIDENCE = 0.8
 _NO_LANGUAGE = "zxx"  # langid's "no linguistic content"
 
 # Scripts only one common language writes: first code point, last, language.
@@ -632,6 +635,8 @@ def _identified_language(sample: str, fallback: str) -> str | None:
     top, confidence = ranked[0]
     short = len(sample.split()) < SHORT_TEXT_WORDS
     needed = SHORT_TEXT_MIN_CONFIDENCE if short else LANGUAGE_MIN_CONFIDENCE
+    if len(sample.split()) == 1:
+        needed = ONE_WORD_MIN_CONFIDENCE
     language = languages.supported(str(top))
     if language is not None:
         # py3langid splits Norwegian between "nb" and "nn": its confidence in the

@@ -229,6 +229,12 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("Labi, paldies", "lt", "lv"),
         ("Hvala", "en", "hr"),
         ("U redu, hvala", "sr", "sr"),
+        # A single loanword keeps the chat's language unless py3langid is very sure.
+        ("Weekend", "it", "it"),
+        # Macedonian and Serbian Cyrillic among the close languages of Russian.
+        ('Какво означава думата "serendipity"?', "ru", "bg"),
+        ("Како можам да ја подобрам мојата биографија?", "bg", "mk"),
+        ("Како могу да побољшам своју биографију?", "ru", "sr"),
     ],
 )
 def test_close_pairs_and_short_messages(text: str, fallback: str, language: str) -> None:
