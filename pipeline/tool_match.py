@@ -180,6 +180,8 @@ class ToolProfile:
     counter_texts: tuple[str, ...]  # near misses that need no tool
     trigrams: tuple[Counter[str], ...]
     trigram_norms: tuple[float, ...]
+    # ``trigrams`` inverted (:func:`trigram_postings`), for :func:`best_trigram_cosine`.
+    trigram_index: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)
 
 
 def trigrams(text: str) -> Counter[str]:
@@ -207,6 +209,38 @@ def trigram_cosine(
     return dot / (norm_a * norm_b)
 
 
+def trigram_postings(vectors: Sequence[Counter[str]]) -> dict[str, tuple[tuple[int, int], ...]]:
+    """``vectors`` (trigram counts) as an inverted index: trigram → ``((index, count), …)``
+    of the vectors holding it."""
+    postings: dict[str, list[tuple[int, int]]] = {}
+    for index, grams in enumerate(vectors):
+        for gram, count in grams.items():
+            postings.setdefault(gram, []).append((index, count))
+    return {gram: tuple(entries) for gram, entries in postings.items()}
+
+
+def best_trigram_cosine(
+    grams: Counter[str],
+    index: dict[str, tuple[tuple[int, int], ...]],
+    norms: Sequence[float],
+    norm: float | None = None,
+) -> float:
+    """The largest :func:`trigram_cosine` of ``grams`` with the vectors of ``index``
+    (:func:`trigram_postings`, their norms ``norms``), 0.0 when none shares a trigram.
+
+    Only the vectors sharing a trigram with ``grams`` are visited (the dot products summed
+    along the message's trigrams' postings), not every vector with every trigram.
+    """
+    norm = trigram_norm(grams) if norm is None else norm
+    if not norm:
+        return 0.0
+    dots: dict[int, int] = {}
+    for gram, count in grams.items():
+        for position, other in index.get(gram, ()):
+            dots[position] = dots.get(position, 0) + count * other
+    return max((dot / (norm * norms[position]) for position, dot in dots.items()), default=0.0)
+
+
 _profiles: dict[tuple[str, str, str], ToolProfile] = {}
 _profiles_lock = threading.Lock()
 
@@ -230,6 +264,7 @@ def tool_profile(name: str, description: str, hint: str = "") -> ToolProfile:
         counter_texts=spec.counter_examples if spec else (),
         trigrams=grams,
         trigram_norms=tuple(trigram_norm(g) for g in grams),
+        trigram_index=trigram_postings(grams),
     )
     with _profiles_lock:
         _profiles[key] = profile
@@ -610,14 +645,7 @@ def _similarity_reason(
         ):
             return f"similar to an example ({cosine:.2f}; no tool {embedded.no_tool:.2f})"
         return None
-    norm = trigram_norm(grams)
-    best = max(
-        (
-            trigram_cosine(grams, example, norm, example_norm)
-            for example, example_norm in zip(profile.trigrams, profile.trigram_norms, strict=True)
-        ),
-        default=0.0,
-    )
+    best = best_trigram_cosine(grams, profile.trigram_index, profile.trigram_norms)
     if best >= TRIGRAM_MIN_COSINE:
         return f"worded like an example ({best:.2f})"
     return None

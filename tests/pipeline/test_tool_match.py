@@ -183,3 +183,31 @@ def test_a_request_for_code_gets_no_tool(text: str) -> None:
 def test_the_likelier_tool_by_its_regression_takes_the_neighbours_place() -> None:
     chosen = _chosen("heads up, my new address is 14 Elm Road, remember that")
     assert list(chosen) == ["memory_save"]
+
+
+def test_the_trigram_index_gives_the_best_cosine_of_every_example() -> None:
+    messages = (
+        "Wie viel ist 17 mal 23?",
+        "what's the weather like in Lyon tomorrow",
+        "remind me what I told you about my sister",
+        "Combien font 12 % de 250 ?",
+        "東京は今何時ですか",
+        "",
+        "!!! 42 ???",
+    )
+    for spec in all_tools():
+        profile = tool_match.tool_profile(spec.name, spec.description)
+        for message in messages:
+            grams = tool_match.trigrams(message)
+            expected = max(
+                (
+                    tool_match.trigram_cosine(grams, example, None, norm)
+                    for example, norm in zip(profile.trigrams, profile.trigram_norms, strict=True)
+                ),
+                default=0.0,
+            )
+            found = tool_match.best_trigram_cosine(
+                grams, profile.trigram_index, profile.trigram_norms
+            )
+            assert found == pytest.approx(expected, abs=1e-12), (spec.name, message)
+    assert tool_match.best_trigram_cosine(tool_match.trigrams("abc"), {}, ()) == 0.0
