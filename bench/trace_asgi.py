@@ -8,7 +8,9 @@ wrapped in timers: each call's wall time (for a generator, the time to its first
 goes to a per-step list. ``turn.first_delta`` is a socket's ``message.send`` received →
 its first ``stream.delta`` handed to Daphne. At exit the process writes
 ``{step: {"calls", "p50_ms", "max_ms", "total_ms"}}`` as JSON to ``$BENCH_TRACE_FILE``
-(also each SQL statement by verb and table, and each garbage collection's pause); with
+(also each SQL statement by verb and table, each garbage collection's pause, and the
+CPU time the process and its event loop spent from a ``message.send`` to its model call,
+``cpu.process_to_model_call`` / ``cpu.loop_to_model_call``); with
 one client sending turns one after another, ``total_ms / turns`` is a step's share of a
 turn.
 
@@ -44,6 +46,12 @@ _times: defaultdict[str, list[float]] = defaultdict(list)
 # timeline of a follow-up turn).
 _spans: defaultdict[str, list[tuple[float, float]]] = defaultdict(list)
 _origin: list[float | None] = [None]
+# ``(time.process_time(), time.thread_time())`` on the event loop when the message.send
+# frame being timed arrived: the CPU the process (every thread) and the loop alone spent
+# up to the model call go to ``cpu.process_to_model_call`` / ``cpu.loop_to_model_call``
+# (wall time shares the machine with the database, Redis and the bench client; CPU time
+# does not).
+_cpu_origin: list[tuple[float, float] | None] = [None]
 
 
 def _note(label: str, started: float) -> None:
@@ -149,12 +157,29 @@ def _install() -> None:
     for name in ("memories_retrieve", "system_prompt_build", "history_messages"):
         _wrap(prompts, name)
     _wrap(llm, "stream", "llm.stream(first event)")
+    _time_cpu_to_model(llm)
     registry = runtime.TurnRegistry
     for name in ("start", "_announce", "ensure_started"):
         setattr(registry, name, _timed_async(f"runtime.{name}", getattr(registry, name)))
     _time_first_delta(consumers.ChatConsumer)
     _time_queries()
     _time_collections()
+
+
+def _time_cpu_to_model(llm: ModuleType) -> None:
+    """The CPU time from a timed message.send to its model call (see ``_cpu_origin``)."""
+    stream = llm.stream
+
+    @functools.wraps(stream)
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        origin, _cpu_origin[0] = _cpu_origin[0], None
+        if origin is not None:
+            _times["cpu.process_to_model_call"].append(time.process_time() - origin[0])
+            _times["cpu.loop_to_model_call"].append(time.thread_time() - origin[1])
+        async for item in stream(*args, **kwargs):
+            yield item
+
+    llm.stream = timed
 
 
 def _time_collections() -> None:
@@ -195,6 +220,7 @@ def _time_first_delta(consumer: Any) -> None:
     async def timed_receive(self: Any, text_data: Any = None, bytes_data: Any = None) -> None:
         if text_data and '"message.send"' in text_data:
             self.trace_started = _origin[0] = time.perf_counter()
+            _cpu_origin[0] = (time.process_time(), time.thread_time())
         await receive(self, text_data, bytes_data)
 
     async def timed_deliver(self: Any, frame: dict[str, Any]) -> None:
