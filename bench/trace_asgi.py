@@ -166,7 +166,7 @@ def _install() -> None:
     _time_collections()
 
 
-def _time_cpu_to_model(llm: ModuleType) -> None:
+def _time_cpu_to_model(llm: Any) -> None:
     """The CPU time from a timed message.send to its model call (see ``_cpu_origin``)."""
     stream = llm.stream
 
