@@ -740,8 +740,9 @@ _QUESTION_OPENINGS = tuple(
 def _worded_language(sample: str) -> str | None:
     """The language of a short text by its words: the one whose one-word short messages
     (:data:`_LEXICON`) it holds more of than any other's, else the one whose question about
-    quoted words it opens with ("vad betyder egentligen" once the quote is gone); None when
-    neither or several tie."""
+    quoted words it opens with ("vad betyder egentligen" once the quote is gone) or, for
+    one of two words or more, ends with (Turkish asks after the word: "Awkward ne
+    demek?"); None when neither or several tie."""
     tokens = re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", sample.casefold())
     counts = {
         language: sum(token in words for token in tokens) for language, words in _LEXICON.items()
@@ -752,7 +753,9 @@ def _worded_language(sample: str) -> str | None:
         return winners[0]
     opening = " ".join(tokens) + " "
     found = {
-        language for phrase, language in _QUESTION_OPENINGS if opening.startswith(phrase + " ")
+        language
+        for phrase, language in _QUESTION_OPENINGS
+        if opening.startswith(phrase + " ") or opening.endswith(" " + phrase + " ")
     }
     return found.pop() if len(found) == 1 else None
 

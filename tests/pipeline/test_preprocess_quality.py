@@ -231,6 +231,9 @@ def test_each_preselected_tool_has_its_reason() -> None:
         ("U redu, hvala", "sr", "sr"),
         # A single loanword keeps the chat's language unless py3langid is very sure.
         ("Weekend", "it", "it"),
+        # A question about a word after the word, unquoted.
+        ("Awkward ne demek?", "en", "tr"),
+        ("Saudade, o que é?", "en", "pt"),
         # Macedonian and Serbian Cyrillic among the close languages of Russian.
         ('Какво означава думата "serendipity"?', "ru", "bg"),
         ("Како можам да ја подобрам мојата биографија?", "bg", "mk"),
