@@ -805,6 +805,31 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         "jouw ik mij mijn wij ons dit deze wat welke wie hoe waarom wanneer waar alsjeblieft "
         "leg nog eens niet"
     ),
+    # Latin-script languages outside the close groups, so that a text py3langid is unsure
+    # of ("Cum instalez Python pe Windows?") can be placed by its grammar words too.
+    "ro": _words(
+        "și să este sunt nu cum ce care unde când pentru cu pe din mai foarte vreau poți "
+        "poate îmi mă te acest această acum vă rog o un mi în la de despre"
+    ),
+    "tr": _words(
+        "ve bir bu şu ne nasıl neden için ile çok daha ama değil var yok mi mı mu mü ben sen "
+        "biz bana beni benim lütfen"
+    ),
+    "hu": _words(
+        "és az egy hogy nem van mi mit hogyan miért ez ezt meg vagy kérlek nekem engem "
+        "szeretnék tudsz"
+    ),
+    "fi": _words(
+        "ja on ei se että mitä miten miksi kun jos tämä tuo minä minun sinä sinun voit "
+        "voitko onko kanssa myös mutta"
+    ),
+    "id": _words(
+        "dan yang di ke dari ini itu untuk dengan tidak apa bagaimana kenapa mengapa saya "
+        "aku kamu anda bisa ada juga tolong"
+    ),
+    "et": _words("ja on ei see et mis kuidas miks kui ma mina sa sina minu sinu palun ka aga kas"),
+    "lv": _words("un ir ar kā kas ko par no uz es tu man tev lūdzu vai bet nav arī šis"),
+    "lt": _words("ir yra su kaip kas ką apie iš į aš tu man tau prašau ar bet nėra šis"),
 }
 
 # The runner-up replaces the first choice only with at least this many function words

@@ -234,6 +234,8 @@ def test_each_preselected_tool_has_its_reason() -> None:
         # A question about a word after the word, unquoted.
         ("Awkward ne demek?", "en", "tr"),
         ("Saudade, o que é?", "en", "pt"),
+        # Function words of more Latin-script languages place a text py3langid is unsure of.
+        ("Cum instalez Python pe Windows?", "en", "ro"),
         # Macedonian and Serbian Cyrillic among the close languages of Russian.
         ('Какво означава думата "serendipity"?', "ru", "bg"),
         ("Како можам да ја подобрам мојата биографија?", "bg", "mk"),
