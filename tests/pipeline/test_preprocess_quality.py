@@ -58,8 +58,8 @@ LANGUAGE_FLOORS = {
     "held": 0.98,
     "fresh": 0.98,
     "fresh2": 0.97,
-    "fresh3": 0.96,
-    "fresh4": 0.92,
+    "fresh3": 0.97,
+    "fresh4": 0.94,
 }
 
 
