@@ -192,6 +192,15 @@ EXAMPLES = (
     "Hva er 17 ganger 23?",
     "Regn ut 15 prosent av 2 400",
     "Hvor mye blir 3 billetter til 249 kr til sammen?",
+    # Fractions and numbers written as words.
+    "what's a quarter of 1,380",
+    "how much is twelve times fifteen",
+    "half of 3,750 plus 120?",
+    "C'est combien, le tiers de 4 500 ?",
+    "Combien font douze fois quinze ?",
+    "Si j'achète 4 places à 32,50, ça me coûte combien ?",
+    "Wie viel ist ein Drittel von 2.700?",
+    "¿Cuánto es la mitad de 3.480?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (

@@ -166,6 +166,32 @@ EXAMPLES = (
     "Gem, at min datter hedder Freja",
     "Husk at jeg jobber som sykepleier",
     "Ikke glem at jeg har to katter",
+    # A name to use, a correction or an update of what was said: a save without 'remember'.
+    "From now on, call me Alex",
+    "Update my info: I've moved to Glasgow",
+    "Correction: my son is 9, not 8, please update that",
+    "Ab jetzt nenn mich bitte Jo, das soll so bleiben",
+    "Aktualisier das: ich wohne jetzt in Bremen",
+    "Désormais, appelle-moi Manu",
+    "Mets à jour : j'ai changé de travail, je suis infirmière maintenant",
+    "De ahora en adelante llámame Lola",
+    "Actualiza mis datos: ahora vivo en Valencia",
+    "Que no se te olvide: soy alérgica a la penicilina",
+    "D'ora in poi chiamami Beppe",
+    "Aggiorna: ho traslocato, ora abito a Bologna",
+    "С этого момента называй меня Саша",
+    "Обнови: я переехал в Новосибирск",
+    "A partir de agora, me chame de Zé",
+    "Atualiza aí: agora moro no Porto",
+    "Não esquece: sou diabético",
+    "これからはタロウって呼んで",
+    "引っ越したので更新して：今は大阪に住んでる",
+    "以后叫我小王就行",
+    "更新一下：我现在在上海工作",
+    "Od teraz mów do mnie Kuba",
+    "Vanaf nu noem je me Joost",
+    "앞으로는 나를 민수라고 불러 줘",
+    "Bundan sonra bana Ali de",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -189,6 +215,12 @@ COUNTER_EXAMPLES = (
     "怎么把网页保存成PDF？",
     "Hur sparar jag ett dokument som PDF?",
     "Hvordan husker jeg bedre til eksamen?",
+    "I just got back from Spain, it was amazing",
+    "Ich habe heute endlich meinen Führerschein bestanden!",
+    "J'ai enfin fini mon mémoire, je suis soulagée",
+    "Mi hijo empieza el colegio mañana y estoy nerviosa",
+    "Я сегодня сдал экзамен, ура!",
+    "How do I update my address on my bank's app?",
 )
 TRIGGERS = (
     r"(?<!\byou )(?<!\bstill )\b(?:please\s+)?remember,?\s+(?:that\s+)?"

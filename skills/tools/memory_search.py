@@ -280,6 +280,13 @@ TRIGGERS = (
     r"|\b(?:kommer du ihåg|minns du) (?:vad jag|vad min|var jag|vilke[nt]|när jag|hur min|min|mitt|mina)\b"
     r"|\bhva(?:d)? (?:sa|sagde|fortalte) jeg\b|\bhva(?:d)? (?:vet|ved) du om meg\b|\bhvad ved du om mig\b"
     r"|\bhusker du (?:hva|hvad|hvor|når|hvilke[nt]|min|mit|mitt|mine)\b",
+    # "Which city did I say I was moving to?": a question about a thing the user named.
+    r"\b(?:which|what) \w+(?: \w+)? (?:did|have) i (?:say|said|tell you|told you|mention(?:ed)?)\b"
+    r"|\b(?:welche[nrs]?|was für) \w+ (?:habe|hab) ich (?:dir )?(?:gesagt|erzählt|genannt)\b"
+    r"|\bquel(?:le)?s? \w+ (?:je t'ai|t'ai-je) (?:dit|mentionné|parlé)\b"
+    r"|\b(?:qué|cuál|cuáles) \w+ te (?:dije|conté|mencioné)\b|\bquale \w+ ti ho (?:detto|nominato)\b"
+    r"|\b(?:какой|какая|какое|какие|какую|куда|где|когда|сколько|в какой|в каком)\b[^.?!]{0,30}"
+    r"\bя (?:тебе |вам )?(?:говорил|говорила|рассказывал|рассказывала|упоминал|упоминала)\b",
     r"你(?:还)?记得我|我(?:之前|以前|上次)(?:跟你|和你|对你)?(?:说过|提过|讲过)|你(?:对我|知道我)(?:了解|的)",
 )
 

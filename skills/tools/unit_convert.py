@@ -161,6 +161,15 @@ EXAMPLES = (
     "Omregn 30 miles til kilometer",
     "Hvor mye er 8 unser i gram?",
     "Gjør om 75 grader Fahrenheit til Celsius",
+    "I'm 5 foot 9, what is that in cm?",
+    "my recipe says 180C, what's that for an American oven",
+    "how heavy is 12 stone in kilos",
+    "Ile to jest 6 stóp w metrach?",
+    "Mam 2 szklanki mąki, ile to gramów?",
+    "Przelicz 75 mil na godzinę na km/h",
+    "5フィート8インチは何センチ？",
+    "華氏90度は摂氏何度？",
+    "2カップは何ミリリットル？",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
