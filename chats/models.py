@@ -134,6 +134,10 @@ class Message(models.Model):
     # instances.languages.SUPPORTED_LANGUAGES, from pre-processing); "" when unknown. Metadata
     # beside ``model``, shown as the answer's badge on every device.
     language = models.CharField(max_length=16, blank=True, default="")
+    # The names of the tools pre-processing offered the model for an assistant message
+    # (no reasons: those quote the message); [] when none. Metadata beside ``model``,
+    # shown as the answer's tools badge on every device.
+    tools_offered = models.JSONField(default=list, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     # A /v1 request's OpenAI ``user`` (the client's name for its end user), on the user

@@ -923,20 +923,18 @@ def turn_finish(
     question_kept: bool = False,
     failure_reason: str = "",
     language: str = "",
+    tools_offered: Sequence[str] = (),
 ) -> None:
-    """Finish a turn, one transaction: write both messages' final ``status`` (only the
-    reply's with ``question_kept``: a regenerated answer's question stays as it was), the
-    reply's ``failure_reason`` (a reason code of docs/protocol.md §8, kept only with status
-    ``failed`` or ``interrupted``) and ``language`` (the code it was answered in, "" when
-    unknown); the reply's sealed server copy with ``model`` and ``usage`` (``{"prompt_tokens",
-    "completion_tokens"}``) when ``reply`` has text; the user's ``content`` sealed, in a
-    server-managed chat always (and ``title``, when given, as its sealed title), in a
-    client-encrypted one only while its client has not stored its own ciphertext (the
-    tab may have closed before its ``message.store``). The chat's version rises by one
-    per message, which each records.
-
-    The texts are sealed before the transaction opens (a cold data key asks Vault), so
-    no row lock waits on Vault.
+    """Finish a turn, one transaction: both messages' final ``status`` (only the reply's
+    with ``question_kept``: a regenerated answer's question stays as it was); the reply's
+    ``failure_reason`` (a docs/protocol.md §8 code, kept only when ``failed`` or
+    ``interrupted``), ``language`` ("" unknown), ``tools_offered`` (names) and, when
+    ``reply`` has text, its sealed server copy, ``model`` and ``usage``
+    (``{"prompt_tokens", "completion_tokens"}``); the user's ``content`` sealed, in a
+    server-managed chat always (with ``title``, when given, as its sealed title), in a
+    client-encrypted one only while its client has not stored its own ciphertext. The
+    chat's version rises by one per message, which each records. The texts are sealed
+    before the transaction opens (a cold data key asks Vault): no row lock waits on Vault.
 
     Raises:
         ValueError: unknown ``status``.
@@ -968,6 +966,7 @@ def turn_finish(
         question_kept=question_kept,
         failure_reason=failure_reason if status in FAILURE_STATUSES else "",
         language=language,
+        tools_offered=tools_offered,
     )
 
 
@@ -982,6 +981,7 @@ def _finish_write(
     question_kept: bool,
     failure_reason: str,
     language: str = "",
+    tools_offered: Sequence[str] = (),
 ) -> None:
     """:func:`turn_finish`'s transaction: ``ids`` (user message, reply), their ``sealed``
     copies and the title's (``None``: none to keep); with ``question_kept`` the user
@@ -1014,6 +1014,7 @@ def _finish_write(
             version=version,
             failure_reason=failure_reason,
             language=language,
+            tools_offered=tools_offered,
         )
         changes: dict[str, Any] = {"version": version, "updated_at": timezone.now()}
         if kept_title is not None:
@@ -1063,9 +1064,11 @@ def _reply_finish(
     version: int,
     failure_reason: str,
     language: str = "",
+    tools_offered: Sequence[str] = (),
 ) -> None:
     """:func:`turn_finish`'s assistant message, one update (inside its transaction, the
-    chat locked): the status, ``failure_reason`` and ``language`` (when known) with the
+    chat locked): the status, ``failure_reason``, ``language`` (when known) and
+    ``tools_offered`` (when any) with the
     chat ``version`` it records and, with ``sealed``, the reply's server copy, model and
     token counts."""
     changes: dict[str, Any] = {
@@ -1076,6 +1079,8 @@ def _reply_finish(
     }
     if language:
         changes["language"] = language
+    if tools_offered:
+        changes["tools_offered"] = list(tools_offered)
     if sealed is not None:
         usage = usage or {}
         changes |= {

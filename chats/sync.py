@@ -69,6 +69,8 @@ def message_metadata(message: Message) -> dict[str, Any]:
         "failure_reason": message.failure_reason or None,
         # The language the answer was given in (docs/protocol.md §6), else None.
         "language": message.language or None,
+        # The names of the tools the answer's model was offered (docs/protocol.md §6).
+        "tools_offered": list(message.tools_offered or ()),
         "created_at": message.created_at.isoformat(),
     }
 

@@ -268,6 +268,8 @@ class _TurnError(Exception):
 class _Progress:
     result: MainResult = field(default_factory=MainResult)
     language: str = "en"
+    # The tools pre-processing offered the model (names), kept with the answer.
+    tools: tuple[str, ...] = ()
     history: list[dict[str, Any]] = field(default_factory=list)
     notes: state.ChatNotes = field(default_factory=state.ChatNotes)
     # The history came from the client (``chat.history``), which may also have changed
@@ -502,6 +504,7 @@ def _plan(request: TurnRequest, progress: _Progress, context: InstanceContext) -
         # A base model gets no tools (openmates.llm): none is offered, nor shown as offered.
         decided = replace(decided, tools=(), tool_reasons=())
     progress.language = decided.language
+    progress.tools = decided.tools
     return _Plan(
         decided=decided,
         mate=_mate_choose(context.mates, decided.mate_category, request.requested_mate),
@@ -921,6 +924,7 @@ async def _finalize(request: TurnRequest, progress: _Progress) -> None:
             question_kept=request.regenerate,
             failure_reason=_failure_reason(result) or "",
             language=progress.language or "",
+            tools_offered=progress.tools,
         )
     except chat_services.NotFound:
         # Deleted between the check above and now; the runtime drops what was cached.

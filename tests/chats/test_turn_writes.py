@@ -161,19 +161,20 @@ def test_finishing_a_turn_writes_both_statuses_and_the_sealed_copies(
     assert _version(chat)[0] == version + 2
 
 
-def test_finishing_a_turn_keeps_the_answers_language_for_every_device(
+def test_finishing_a_turn_keeps_the_answers_language_and_tools_for_every_device(
     chat: Chat, turn: tuple[str, str]
 ) -> None:
     from chats.sync import message_metadata
 
-    _finish(chat, turn, language="de")
+    _finish(chat, turn, language="de", tools_offered=("calculator", "unit_convert"))
 
     reply, question = Message.objects.get(pk=turn[1]), Message.objects.get(pk=turn[0])
     assert (reply.language, question.language) == ("de", "")
-    assert (message_metadata(reply)["language"], message_metadata(question)["language"]) == (
-        "de",
-        None,
-    )
+    assert (reply.tools_offered, question.tools_offered) == (["calculator", "unit_convert"], [])
+    assert [
+        (message_metadata(m)["language"], message_metadata(m)["tools_offered"])
+        for m in (reply, question)
+    ] == [("de", ["calculator", "unit_convert"]), (None, [])]
 
 
 def test_finishing_a_turn_is_the_chat_lock_and_one_update_per_row(

@@ -13,6 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ValidationError
 
+from chats.models import Message
 from instances.models import Instance
 from pipeline import preprocess as pre
 from pipeline.ids import new_id
@@ -88,6 +89,10 @@ async def test_preprocess_done_gives_the_reason_of_each_tool(
     main = next(r for r in llm_script.requests if r.model == "standard")
     sent_tools = main.params.get("tools") or []
     assert [t["function"]["name"] for t in sent_tools] == ["calculator"]
+    # Kept with the answer, for its badge after a reload and on other devices.
+    done = next(f for f in frames if f["type"] == "stream.done")
+    answer = await Message.objects.aget(pk=done["message_id"])
+    assert answer.tools_offered == ["calculator"]
 
 
 @pytest.mark.django_db(transaction=True)

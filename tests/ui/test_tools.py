@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from chats.models import Embed
+from chats.models import Embed, Message
 from instances.models import Instance
 from instances.services import instance_secret_set
-from tests.ui.pages import new_user
+from tests.ui.pages import new_user, unlock
 from tests.ui.test_chat import eventually, instance, llm, send
 from tests.ui.wire import Turn, UIModelServer
 
@@ -77,3 +77,15 @@ def test_finished_tool_shows_its_result_and_the_embed_is_stored_encrypted(
     assert embed.status == "finished"
     assert embed.version == 1
     assert "expression" not in embed.encrypted_content
+    # After a reload the stored answer keeps the badge (the names: reasons quote the message).
+    assert eventually(
+        lambda: Message.objects.filter(
+            chat__owner__username="eli", role="assistant", tools_offered__contains=["calculator"]
+        ).exists()
+    )
+    page.reload()
+    unlock(page)
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('That makes 42.')")
+    kept = page.locator(".msg-assistant .badge-tools")
+    kept.wait_for()
+    assert "calculator" in kept.inner_text()

@@ -8,6 +8,11 @@ import { config } from "./state.js";
 
 const ENDED_TEXT = { failed: "The answer failed.", interrupted: "The answer was interrupted.", cancelled: "Stopped." };
 
+// Whether the offered tools ({name, reason}[]) are the tools of names (a stored answer's).
+function sameToolNames(offered, names) {
+  return Boolean(offered) && offered.length === names.length && offered.every((tool, i) => tool.name === names[i]);
+}
+
 // The model badge: the configured label of a model id (app config modelLabels), else the id.
 export function modelLabel(model) {
   return (config.modelLabels || {})[model] ?? model;
@@ -39,7 +44,8 @@ export class ConversationView {
     if (force || this.nearBottom()) this.scroller.scrollTop = this.scroller.scrollHeight;
   }
 
-  // message: {message_id, role, content, status, model, language, reason}; a user
+  // message: {message_id, role, content, status, model, language, reason, toolsOffered
+  // ({name, reason}[]) or tools_offered (a stored answer's names)}; a user
   // message's status "waiting" is one in the outbox (not yet accepted by the server).
   upsert(message) {
     let node = this.nodes.get(message.message_id);
@@ -73,6 +79,10 @@ export class ConversationView {
     if (message.language) node.language = message.language;
     if (message.reason) node.reason = message.reason;
     if (message.toolsOffered) node.toolsOffered = message.toolsOffered;
+    else if (message.tools_offered?.length && !sameToolNames(node.toolsOffered, message.tools_offered)) {
+      // A stored answer keeps the names only (the reasons quote the message).
+      node.toolsOffered = message.tools_offered.map((name) => ({ name, reason: "" }));
+    }
     this.renderMeta(message.message_id);
     if (stick) this.scrollToEnd(true);
     return node;

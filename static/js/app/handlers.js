@@ -278,7 +278,7 @@ async function finishTurn({ screen, storage, view }, frame) {
     if (asked || !(await storedWithin(frame.message_id, FOLLOWER_WAIT_MS))) {
       await storage.storeMessage(turn.chatId, frame.message_id, "assistant", content, 0, {
         status: frame.status, model: frame.model, language: turn.language, parent_id: turn.userMessageId || undefined,
-        failure_reason: frame.reason,
+        failure_reason: frame.reason, tools_offered: (turn.toolsOffered || []).map((tool) => tool.name),
       });
     }
     // The new version's arrows, and Edit / Regenerate now that the turn is over.

@@ -192,7 +192,7 @@ export class Screen {
     this.view.upsert({
       message_id: row.message_id, role: row.role, content, status: row.status,
       model: row.model, language: row.language || state.languages.get(row.message_id),
-      reason: storedReason(row, state.failureReasons.get(row.message_id)),
+      reason: storedReason(row, state.failureReasons.get(row.message_id)), tools_offered: row.tools_offered,
     });
   }
 

@@ -140,6 +140,7 @@ export class ChatStorage {
         encrypted_content: message.encrypted_content, model: message.model || "",
         failure_reason: message.failure_reason || null,
         ...(message.language ? { language: message.language } : {}),
+        ...(message.tools_offered?.length ? { tools_offered: message.tools_offered } : {}),
         created_at: message.created_at,
       });
     }
@@ -155,6 +156,7 @@ export class ChatStorage {
         message_id: message.message_id, role: message.role, status: message.status,
         model: message.model || "", created_at: message.created_at,
         failure_reason: message.failure_reason || null, language: message.language || "",
+        tools_offered: message.tools_offered || [],
         content: typeof message.content === "string" ? message.content : held.get(message.message_id)?.content ?? null,
       });
     }
@@ -328,7 +330,7 @@ export class ChatStorage {
 
   // Encrypts a message at baseVersion + 1, keeps it in IndexedDB and sends message.store.
   // meta: {status?, model?, language?, created_at?, parent_id? (docs/protocol.md §12),
-  // failure_reason? (docs/protocol.md §8)}.
+  // failure_reason? (docs/protocol.md §8), tools_offered? (names)}.
   async storeMessage(chatId, messageId, role, content, baseVersion = 0, meta = {}) {
     const chat = state.chats.get(chatId);
     if (!chat) return;
@@ -342,6 +344,7 @@ export class ChatStorage {
       ...(meta.language ? { language: meta.language } : {}),
       ...(meta.parent_id !== undefined ? { parent_id: meta.parent_id } : {}),
       ...(meta.failure_reason ? { failure_reason: meta.failure_reason } : {}),
+      ...(meta.tools_offered?.length ? { tools_offered: meta.tools_offered } : {}),
       created_at: meta.created_at || new Date().toISOString(),
     });
     state.socket.send({
