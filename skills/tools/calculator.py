@@ -242,6 +242,7 @@ _OPERATOR_WORDS = (
     r"|multiplié par|moins|por|dividido (?:entre|por)|entre|más|menos|per|diviso|più|meno"
     r"|vezes|mais|keer|gedeeld door|razy|podzielone przez|przez|умножить на|разделить на|hoch"
     r"|to the power of|puissance|elevado a|elevato a|в степени"
+    r"|krát|děleno|kertaa|jaettuna|помножити на|поділити на|мінус"
     r"|gånger|delat (?:med|på)|gange|ganger|divideret med|delt (?:med|på)"
     r"|плюс|минус|乘以|乘|除以|加上|加|减去|减|足す|引く|掛ける|かける|割る|곱하기|나누기|더하기"
 )

@@ -243,6 +243,9 @@ TRIGGERS = (
     r"|\bvilke[nt] (?:dag|datum|veckodag|vecka) är det\b|\bveckonummer\b|\bdagens datum\b"
     r"|\bhva(?:d)? er klokk(?:en|a)\b|\bhvor mange er klokk(?:en|a)\b"
     r"|\bhvilken (?:dag|dato|ugedag|ukedag) er det\b|\bdagens dato\b|\b(?:uge|uke)nummer\b",
+    r"\bкотра (?:зараз |тепер )?година\b|\bяке сьогодні число\b|\bякий сьогодні день\b"
+    r"|\bяка сьогодні дата\b|\bkolik je hodin\b|\bkolikátého je\b|\bkoľko je hodín\b"
+    r"|\b(?:paljonko|mitä) kello on\b|\bmikä päivä (?:tänään )?on\b|\bmonesko päivä\b",
     r"今何時|何時ですか|は今何時|は何時|何曜日|今日の日付|今日は何日|何日ですか|几点了|几点钟|现在几点"
     r"|几号|星期几|今天的日期|몇 시|무슨 요일|오늘 날짜|며칠",
 )

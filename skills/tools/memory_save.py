@@ -247,6 +247,8 @@ TRIGGERS = (
     r"|\bзапиши,? что\b|\bсохрани,? что\b|\bnoteer dat\b|\bzanotuj\b"
     r"|\bkom ihåg,? att\b|\bglöm inte,? att\b|\bspara,? att\b|\bnotera,? att\b"
     r"|\bhusk,? at\b|\b(?:glem|gløm) ikke,? at\b|\bikke (?:glem|gløm),? at\b|\bgem,? at\b"
+    r"|\bзапам[\'\u2019\u02bc]?ятай\b|\bzapamatuj si\b|\bnezapomeň,? že\b|\bpamätaj si\b"
+    r"|\bmuista,? että\b|\bälä unohda,? että\b"
     r"|メモしておいて|帮我记|기억해 ?줘|\bnot et\b|\baklında tut\b",
 )
 

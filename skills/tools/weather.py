@@ -224,6 +224,8 @@ TRIGGERS = (
     r"|\bхолодно\b|\bжарко\b|\bзонт\w*|\bhava durumu\b|\byağmur\w*",
     r"\bväder\w*|\bregnar\b|\bsnöar\b|\b(?:att|ska|kommer det) (?:regna|snöa)\b|\bparaply\b"
     r"|\bvejr(?:et|udsigt\w*)\b|\bvær(?:et|melding\w*)\b|\bvêret\b|\bregner det\b|\bsner det\b|\bsnør det\b",
+    r"\bдощ\w*|\bсніг\w*|\bпарасольк\w*|\bpočasí\b|\bpočasie\b|\bbude pršet\b|\bprší\b"
+    r"|\bdeštník\w*|\bsää(?:\b|tä|n\b|ennuste\w*|tila)|\bsataa\b|\bsataako\b|\bsateenvarjo\w*",
     r"天気|天候|雨が降|雨降|雪が降|晴れ|気温|傘|天气|下雨|下雪|气温|晴天|带伞|날씨|비가 오|비 와|눈이 오|기온",
 )
 

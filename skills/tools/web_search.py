@@ -279,6 +279,9 @@ TRIGGERS = (
     r"\bsök (?:på|efter|i)\b|\bpå nätet\b|\b(?:de )?senaste nyheterna\b|\bnyheter om\b|\bvem vann\b"
     r"|\bsøg (?:på|efter)\b|\bsøk (?:på|etter)\b|\bpå nettet\b|\bseneste nyheder\b|\bsiste nytt\b"
     r"|\bnyheder om\b|\bhvem (?:vandt|vant)\b",
+    r"\bв інтернеті\b|\bостанні новини\b|\bпошукай\b|\bna internetu\b|\bvyhledej\b"
+    r"|\bnejnovější zprávy\b|\bna internete\b|\bhae (?:netistä|internetistä)\b|\bnetistä\b"
+    r"|\b(?:tuoreimmat|uusimmat|viimeisimmät) uutiset\b",
     r"検索|調べて|ネットで|最新のニュース|最新ニュース|ググ|搜索|上网查|网上查|查一下|最新(?:的)?新闻|新闻"
     r"|검색|찾아봐|최신 뉴스",
 )
