@@ -26,16 +26,16 @@ TOOL_FLOORS = {
     "held": 0.98,
     "fresh": 0.96,
     "fresh2": 0.96,
-    "fresh3": 0.94,
-    "fresh4": 0.91,
+    "fresh3": 0.95,
+    "fresh4": 0.95,
 }
 TOOL_PRECISION_FLOORS = {
     "dev": 0.95,
     "held": 0.96,
     "fresh": 0.93,
-    "fresh2": 0.87,
-    "fresh3": 0.9,
-    "fresh4": 0.9,
+    "fresh2": 0.88,
+    "fresh3": 0.93,
+    "fresh4": 0.91,
 }
 DEMO_FLOORS = {
     "dev": 0.97,
@@ -43,7 +43,7 @@ DEMO_FLOORS = {
     "fresh": 0.97,
     "fresh2": 0.96,
     "fresh3": 0.96,
-    "fresh4": 0.89,
+    "fresh4": 0.94,
 }
 DEMO_PRECISION_FLOORS = {
     "dev": 0.95,
