@@ -20,7 +20,8 @@ from pipeline import tool_output as out
 SPLITS = bench.SPLITS
 # Floors a little below what bench/preprocess_quality.py measures on each split (dev:
 # tuned on; held: written with the rules; fresh: written apart, its misses read once;
-# fresh2, fresh3, fresh4: written apart and never read), so a regression fails.
+# fresh2 … fresh5: written apart and never read; fresh5 measured once, blind, after the
+# work it judges), so a regression fails.
 TOOL_FLOORS = {
     "dev": 0.98,
     "held": 0.98,
@@ -28,6 +29,7 @@ TOOL_FLOORS = {
     "fresh2": 0.96,
     "fresh3": 0.95,
     "fresh4": 0.95,
+    "fresh5": 0.93,
 }
 TOOL_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -36,6 +38,7 @@ TOOL_PRECISION_FLOORS = {
     "fresh2": 0.88,
     "fresh3": 0.93,
     "fresh4": 0.91,
+    "fresh5": 0.9,
 }
 DEMO_FLOORS = {
     "dev": 0.97,
@@ -44,6 +47,7 @@ DEMO_FLOORS = {
     "fresh2": 0.96,
     "fresh3": 0.96,
     "fresh4": 0.94,
+    "fresh5": 0.93,
 }
 DEMO_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -52,6 +56,7 @@ DEMO_PRECISION_FLOORS = {
     "fresh2": 0.89,
     "fresh3": 0.93,
     "fresh4": 0.94,
+    "fresh5": 0.92,
 }
 LANGUAGE_FLOORS = {
     "dev": 0.99,
@@ -60,6 +65,7 @@ LANGUAGE_FLOORS = {
     "fresh2": 0.97,
     "fresh3": 0.97,
     "fresh4": 0.94,
+    "fresh5": 0.96,
 }
 
 
@@ -96,6 +102,7 @@ INJECTION_FLOORS = {
     "fresh2": 0.9,
     "fresh3": 0.95,
     "fresh4": 0.95,
+    "fresh5": 0.95,
 }
 INJECTION_FALSE_POSITIVE_CEILINGS = {
     "dev": 0.02,
@@ -104,6 +111,7 @@ INJECTION_FALSE_POSITIVE_CEILINGS = {
     "fresh2": 0.04,
     "fresh3": 0.03,
     "fresh4": 0.06,
+    "fresh5": 0.07,
 }
 
 
