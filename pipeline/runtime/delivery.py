@@ -204,7 +204,8 @@ class Delivery:
         """Add a subscriber; return the catch-up frames it must get first.
 
         ``resume``: a ``stream.snapshot`` only (plus the turn's ``request_chat_history``
-        while ``history_pending``, the turn still waiting for the history); otherwise (a
+        while ``history_pending``, the turn still waiting for the history, and, once the
+        stream ended, its ``stream.done`` and the frames after it); otherwise (a
         socket following a turn it learnt about from the user's group) the lifecycle
         frames so far, then a snapshot when text already went out. A ``remote``
         subscriber (a channel name) gets its catch-up as its first batch, sent at once.
@@ -216,6 +217,11 @@ class Delivery:
             # The socket first asked may be gone (a closed tab, a reconnect): ask this one.
             asked = [f for f in self.lifecycle if f["type"] == "request_chat_history"]
             catch_up.extend(asked[-1:])
+        if resume:
+            # A turn whose stream ended while its post-processing runs: the resuming socket
+            # gets the end too (and what followed it), or it would wait for it for ever.
+            ended = [i for i, f in enumerate(self.lifecycle) if f["type"] == "stream.done"]
+            catch_up.extend(self.lifecycle[ended[0] :] if ended else ())
         if local is not None and local not in self.local:
             self.local.append(local)
         if remote is not None:

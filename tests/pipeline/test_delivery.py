@@ -302,6 +302,40 @@ async def test_a_resume_gets_the_snapshot_and_the_history_request_while_the_turn
     assert answered == [snapshot]
 
 
+async def test_a_resume_after_the_stream_ended_gets_its_end_and_what_followed(
+    spawn: Spawner, cache_user_id: int
+) -> None:
+    # A tab reloaded while the turn post-processes: without the stream.done it would show
+    # the answer streaming for ever.
+    delivery, _ = _delivery(spawn, user_id=cache_user_id)
+    await delivery.add_text("Wombats.")
+    done = await delivery.finish(
+        ev.StreamDone(
+            chat_id=delivery.chat_id,
+            task_id=delivery.task_id,
+            message_id=delivery.message_id,
+            content="Wombats.",
+            model="scripted/standard",
+            usage={"prompt_tokens": 2, "completion_tokens": 1},
+            status="done",
+        )
+    )
+    try:
+        resumed = delivery.subscribe(local=Recorder(), resume=True, history_pending=False)
+        post = ev.PostprocessDone(
+            chat_id=delivery.chat_id, task_id=delivery.task_id, follow_ups=(), memories_saved=0
+        )
+        await delivery.emit(post)
+        later = delivery.subscribe(local=Recorder(), resume=True, history_pending=False)
+
+        assert [f["type"] for f in resumed] == ["stream.snapshot", "stream.done"]
+        assert resumed[0]["content"] == "Wombats."
+        assert resumed[1] == done.to_frame()
+        assert later[1:] == [done.to_frame(), post.to_frame()]
+    finally:
+        await state.snapshot_drop(delivery.task_id)
+
+
 async def test_a_long_snapshot_goes_out_in_parts_within_the_frame_limit(spawn: Spawner) -> None:
     delivery, _ = _delivery(spawn)
     text = "é\x01" * LIMIT
