@@ -471,14 +471,14 @@ def _early_start(
     """The turn's Redis reads, the message's vectors and pre-processing on the chat's last
     accepted instance and role (``pipeline.speculate``), run while the accept call writes
     (the user's own keys only)."""
-    overrides = frame.overrides if frame is not None else None
+    requested = _requested(frame)
     return early_reads_start(
         user_id=socket.user.pk,
         chat_id=chat_id,
         content=content,
         guess=speculate.guess_for(user_id=socket.user.pk, chat_id=chat_id),
-        requested_tier=overrides.tier if overrides else None,
-        requested_tools=overrides.tools if overrides and overrides.tools else None,
+        requested_tier=requested["requested_tier"],
+        requested_tools=requested["requested_tools"],
     )
 
 
