@@ -6,7 +6,8 @@ tell close languages apart (docs/architecture.md §6).
 restricted to them, so a label outside them (a regional language the product does not
 offer) cannot come out. :func:`close_pair_language` settles the pairs py3langid confuses
 on short texts (Spanish/Portuguese/Catalan, Swedish/Danish/Norwegian, Russian/Ukrainian/
-Belarusian, Czech/Polish/Slovak) by letters or words only one of them writes.
+Belarusian, Czech/Polish/Slovak, Croatian/Serbian/Slovene in Latin letters) by letters or
+words only one of them writes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ def supported_fallback(*codes: str | None) -> str:
     """The first of ``codes`` that names a supported language (kept as given: "pt-BR"),
     else ``"en"``: the language answers fall back to (the chat's, then the instance's)."""
     return next((code for code in codes if code and supported(code)), "en")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
 # Per group of close languages: per member, letters only it writes and frequent words only
@@ -44,7 +49,6 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "pero",
                     "qué",
                     "cómo",
-                    "está",
                     "muy",
                     "también",
                     "hay",
@@ -63,6 +67,15 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "dónde",
                     "hoy",
                     "corto",
+                    # Everyday words Portuguese spells otherwise (its: "boa", "tenho",
+                    # "com", "isso", "ontem", ...).
+                    *_words(
+                        "buenas buenos tardes días noches noche tengo tienes quiero puedo "
+                        "estoy soy él ella ellos nosotros con sin aquí después todavía "
+                        "sólo entonces ya bien bueno buena hacer cierto cierta correcto "
+                        "correcta un una esa ese esto yo sí donde cuando cuándo cuánto "
+                        "cuántos mejor mañana ayer película cocinar aprender reunión"
+                    ),
                 ]
             ),
         ),
@@ -99,6 +112,13 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "teu",
                     "minha",
                     "tua",
+                    *_words(
+                        "boa bom boas bons noite dia tenho tens quero posso estou sou "
+                        "ele ela eles nós com sem aqui depois ainda só então já bem fazer "
+                        "certo certa correto correta um umas uns essa esse isto eu sim "
+                        "quando quanto quantos melhor amanhã ontem filme cozinhar aprender "
+                        "reunião das nas"
+                    ),
                 ]
             ),
         ),
@@ -662,6 +682,38 @@ _GROUPS = (
         "ne": ("", frozenset(["छ", "छन्", "मलाई", "हो", "र", "छैन", "तपाईं", "म", "कसरी", "चाहिन्छ"])),
     },
 )
+# Croatian, Serbian (in Latin letters) and Slovene: Croatian writes the long yat as "ije"
+# and "je" (vrijeme, gdje) where Serbian writes "e" (vreme, gde), and its own words for
+# many everyday things (tjedan, kruh, tko; Serbian nedelja, hleb, ko); Slovene writes
+# neither "ć" nor "đ" and its own function words (kaj, kje, tudi, zelo).
+_LATIN_SOUTH_SLAVIC: dict[str, tuple[str, frozenset[str]]] = {
+    "hr": (
+        "",
+        _words(
+            "što tko gdje ovdje vrijeme lijep lijepo lijepa mlijeko rijeka dijete uvijek "
+            "trebam trebaš trebate tjedan tjedna tjedno kruh kava tisuća glazba obitelj "
+            "sveučilište kazalište zrak točno sretan sretno jučer vlak nogomet povijest "
+            "uvjet općenito cijena cijeli pjesma vjerujem sjećam htio htjela tvrtka"
+        ),
+    ),
+    "sr": (
+        "",
+        _words(
+            "šta ko gde ovde vreme lep lepo lepa mleko reka dete uvek nedelja nedelje "
+            "nedelju hleb kafa hiljada hiljadu muzika porodica univerzitet pozorište "
+            "vazduh tačno srećan srećno juče voz fudbal istorija uslov uopšte cena ceo "
+            "pesma verujem sećam hteo htela firma"
+        ),
+    ),
+    "sl": (
+        "",
+        _words(
+            "kaj kje zakaj kdo sem smo ste so lahko prosim tudi ker ampak zelo danes "
+            "jutri včeraj rad rada nisem in pri vprašanje načrt tem tega lepo"
+        ),
+    ),
+}
+_GROUPS = (*_GROUPS, _LATIN_SOUTH_SLAVIC)
 # Words: letters, with the Devanagari block whole (its vowel signs are no letters to \w).
 _WORDS_RE = re.compile(r"(?:[^\W\d_]|[\u0900-\u097f])+", re.UNICODE)
 
@@ -692,7 +744,23 @@ _UNWRITTEN: dict[str, str] = {
     "pl": "\u0159\u011b\u016f\u010d\u0161\u017e\u0165\u010f\u0148\u00e1\u00e9\u00ed\u00fd\u00fa"
     "\u00e4\u00f4\u013e\u013a\u0155",
     "sk": "\u0159\u011b\u016f\u0142\u0105\u0119\u015b\u017a\u017c\u0144",
+    "sl": "\u0107\u0111",
 }
+_CYRILLIC_RE = re.compile("[\u0400-\u04ff]")
+
+
+def _group_of(guess: str, lowered: str) -> dict[str, tuple[str, frozenset[str]]] | None:
+    """The group of close languages ``guess`` is in, for the script ``lowered`` is written
+    in: Serbian is among Russian's close languages in Cyrillic, Croatian's in Latin."""
+    cyrillic = _CYRILLIC_RE.search(lowered) is not None
+    return next(
+        (
+            group
+            for group in _GROUPS
+            if guess in group and (guess != "sr" or ("ru" in group) == cyrillic)
+        ),
+        None,
+    )
 
 
 def _evidence(
@@ -714,27 +782,21 @@ def close_pair_language(text: str, guess: str, fallback: str | None = None) -> s
     does not point elsewhere). A ``fallback`` (the chat's language) of the same group
     with some evidence, and as much as the winner's, wins: a sentence spelled alike in
     Danish and Norwegian ("Jeg har ikke tid i dag") stays in the chat's language."""
-    for group in _GROUPS:
-        if guess not in group:
-            continue
-        lowered = text.lower()
-        tokens = _WORDS_RE.findall(lowered)
-        scores = {
-            code: _evidence(lowered, code, letters, words, tokens)
-            for code, (letters, words) in group.items()
-        }
-        best = max(scores, key=lambda code: scores[code])
-        if scores[best] <= scores[guess]:
-            best = guess
-        if (
-            fallback in group
-            and fallback != best
-            and scores[fallback] >= scores[best]
-            and scores[fallback] > 0
-        ):
-            return fallback
-        return best
-    return guess
+    lowered = text.lower()
+    group = _group_of(guess, lowered)
+    if group is None:
+        return guess
+    tokens = _WORDS_RE.findall(lowered)
+    scores = {
+        code: _evidence(lowered, code, letters, words, tokens)
+        for code, (letters, words) in group.items()
+    }
+    best = max(scores, key=lambda code: scores[code])
+    if scores[best] <= scores[guess]:
+        best = guess
+    if fallback in group and fallback != best and scores[fallback] >= scores[best] > 0:
+        return fallback
+    return best
 
 
 def own_words_language(text: str, guess: str) -> str | None:
@@ -742,26 +804,21 @@ def own_words_language(text: str, guess: str) -> str | None:
     ``text`` has more of than any other member's (None: ``guess`` is in no group, or no
     member has any, or two tie): "Зроби коротше" is Ukrainian by its words however
     unsure py3langid is."""
-    for group in _GROUPS:
-        if guess not in group:
-            continue
-        lowered = text.lower()
-        tokens = _WORDS_RE.findall(lowered)
-        scores = sorted(
-            (
-                (_evidence(lowered, code, letters, words, tokens), code)
-                for code, (letters, words) in group.items()
-            ),
-            reverse=True,
-        )
-        if scores[0][0] > 0 and scores[0][0] > scores[1][0]:
-            return scores[0][1]
+    lowered = text.lower()
+    group = _group_of(guess, lowered)
+    if group is None:
         return None
+    tokens = _WORDS_RE.findall(lowered)
+    scores = sorted(
+        (
+            (_evidence(lowered, code, letters, words, tokens), code)
+            for code, (letters, words) in group.items()
+        ),
+        reverse=True,
+    )
+    if scores[0][0] > 0 and scores[0][0] > scores[1][0]:
+        return scores[0][1]
     return None
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(text.split())
 
 
 # Frequent function words of the most used Latin-script languages (lower case; written
