@@ -342,6 +342,56 @@ _SHORT_MESSAGES: dict[str, str] = {
     "ja": "ありがとう|ありがとうございます|こんにちは|はい|いいえ|すみません",
     "zh": "谢谢|谢谢你|你好|好的|再见|是的",
 }
+# Greetings and farewells by the time of day: set phrases an n-gram model cannot place
+# from two words ("Buenas tardes" in a Portuguese chat, "Доброе утро" in a Ukrainian one,
+# "早上好" in a Japanese one). Turkish and Azerbaijani dotless i as an escape (\u0131).
+_GREETINGS: dict[str, str] = {
+    "en": "good afternoon|good evening|how are you",
+    "de": "schönen tag|schönes wochenende|bis morgen|bis bald|alles gute|gute besserung|"
+    "kein problem|keine ahnung|grüß gott",
+    "fr": "bonne journée|bonne soirée|à demain|à bientôt|bon week end",
+    "es": "buenas tardes|buenas|hasta luego|hasta mañana|buen día|buen fin de semana",
+    "it": "buona giornata|buona serata|a domani|a presto|buon fine settimana",
+    "pt": "boa tarde|até amanhã|até logo|bom fim de semana|tudo bem|boa semana",
+    "nl": "goedenavond|goedemiddag|goedenacht|tot morgen|fijne dag",
+    "sv": "god morgon|god kväll|god natt|ha det bra|hej hej",
+    "da": "godmorgen|god morgen|godaften|godnat|hej hej|god dag",
+    "no": "god morgen|god kveld|god natt|ha det bra|hei hei|god dag",
+    "fi": "hyvää huomenta|hyvää iltaa|hyvää yötä|hyvää päivää|moikka|kiitti",
+    "pl": "dobry wieczór|na razie|miłego dnia",
+    "cs": "dobré ráno|dobrý večer|ahoj|hezký den",
+    "sk": "dobré ráno|dobrý večer|ahoj|pekný deň",
+    "ru": "доброе утро|добрый день|добрый вечер|спокойной ночи|до свидания",
+    "uk": "доброго ранку|добрий ранок|добрий день|добрий вечір|на добраніч|до побачення|привіт",
+    "be": "добрай раніцы|добры дзень|добры вечар|дабранач|дзякуй",
+    "bg": "добро утро|добър ден|добър вечер|лека нощ",
+    "mk": "добро утро|добар ден|добра вечер",
+    "hr": "dobro jutro|dobar dan|dobra večer|laku noć",
+    "sr": "dobro jutro|dobar dan|dobro veče|laku noć|добро јутро|добар дан|лаку ноћ",
+    "sl": "dobro jutro|dober dan|dober večer|lahko noč",
+    "tr": "günayd\u0131n|iyi akşamlar|iyi geceler|iyi günler|kolay gelsin|hoşça kal",
+    "ro": "bună dimineața|bună seara|bună|la revedere",
+    "hu": "jó reggelt|jó estét|jó éjszakát|jó napot|viszlát",
+    "et": "tere|tere hommikust|tere õhtust|head ööd|head aega",
+    "lv": "labrīt|labvakar|ar labu nakti",
+    "lt": "labas|labas rytas|labas vakaras|labanakt",
+    "ga": "dia dhuit|maidin mhaith|oíche mhaith",
+    "cy": "noswaith dda|nos da",
+    "eu": "egun on|arratsalde on",
+    "ca": "bon vespre",
+    "sq": "mirëmëngjes|mirëmbrëma|natën e mirë",
+    "az": "sabah\u0131n\u0131z xeyir|axşam\u0131n\u0131z xeyir",
+    "id": "selamat siang|selamat sore|selamat malam",
+    "vi": "chào buổi sáng|chúc ngủ ngon|tạm biệt",
+    "tl": "magandang umaga|magandang hapon|magandang gabi",
+    "sw": "habari za asubuhi|usiku mwema|habari yako",
+    "af": "goeienag|goeiemiddag|totsiens",
+    "zh": "早上好|早安|下午好|晚上好|晚安|不客气|没问题",
+}
+_SHORT_MESSAGES = {
+    language: "|".join(filter(None, (_SHORT_MESSAGES.get(language), _GREETINGS.get(language))))
+    for language in dict.fromkeys([*_SHORT_MESSAGES, *_GREETINGS])
+}
 
 
 def _phrase_languages(table: dict[str, str]) -> dict[str, tuple[str, ...]]:
