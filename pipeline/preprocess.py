@@ -102,6 +102,20 @@ _INSTRUCTION_VERB_WORDS: dict[str, str] = {
     "ja": "翻訳 翻訳して 要約 要約して 訳して",
     "zh": "翻译 翻譯 总结 總結",
     "ko": "번역 번역해 번역해줘 요약",
+    "cs": "přelož přeložit shrň oprav",
+    "sk": "prelož preložiť zhrň oprav",
+    "hr": "prevedi sažmi ispravi",
+    "sr": "prevedi sažmi ispravi",
+    "sl": "prevedi povzemi popravi",
+    "ro": "tradu traduce rezumă corectează",
+    "hu": "fordítsd fordítsa foglald javítsd",
+    "ca": "tradueix resumeix corregeix",
+    "id": "terjemahkan ringkas ringkaskan",
+    "vi": "dịch",
+    "et": "tõlgi",
+    "lv": "iztulko pārtulko",
+    "lt": "išversk",
+    "af": "vertaal",
 }
 
 
