@@ -170,8 +170,12 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "agradaria",
                     "diu",
                     "tothom",
-                    # Also Spanish's article and Portuguese's "my": evidence against
-                    # the third member.
+                    # Also Spanish's article and Portuguese's "my", "with" ("com", Catalan
+                    # "how"), "day": evidence against the third member.
+                    "un",
+                    "una",
+                    "com",
+                    "dia",
                     "el",
                     "meu",
                     "teu",
@@ -887,6 +891,13 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
     "et": _words("ja on ei see et mis kuidas miks kui ma mina sa sina minu sinu palun ka aga kas"),
     "lv": _words("un ir ar kā kas ko par no uz es tu man tev lūdzu vai bet nav arī šis"),
     "lt": _words("ir yra su kaip kas ką apie iš į aš tu man tau prašau ar bet nėra šis"),
+    # Catalan: a sure guess of it is weighed too ("Cum fac un pull request pe GitHub?" is
+    # Romanian by "cum", "un", "pe", whatever the n-grams of its English terms say).
+    "ca": _words(
+        "el la els les un una i o però de del dels a per amb sobre és són era ser pots "
+        "podries tu teu jo em meu nosaltres nostre aquest aquesta això què quin quina qui "
+        "com quan on si us plau explica no també molt"
+    ),
 }
 
 # The runner-up replaces the first choice only with at least this many function words
@@ -895,11 +906,14 @@ FUNCTION_WORDS_MIN = 2
 FUNCTION_WORDS_MARGIN = 2
 
 
-def function_word_language(text: str, guess: str, candidates: list[str]) -> str:
+def function_word_language(
+    text: str, guess: str, candidates: list[str], *, margin: int = FUNCTION_WORDS_MARGIN
+) -> str:
     """``guess``, or the one of ``candidates`` (py3langid's next choices, supported codes)
     whose function words (:data:`FUNCTION_WORDS`) ``text`` uses clearly more: at least
-    :data:`FUNCTION_WORDS_MIN` and :data:`FUNCTION_WORDS_MARGIN` more than ``guess``.
-    A ``guess`` without a word list counts no function words."""
+    :data:`FUNCTION_WORDS_MIN` and ``margin`` more than ``guess`` (a smaller margin when
+    py3langid is split between the two). A ``guess`` without a word list counts no
+    function words."""
     tokens = _WORDS_RE.findall(text.lower())
     hits = {
         code: sum(token in FUNCTION_WORDS[code] for token in tokens)
@@ -910,6 +924,6 @@ def function_word_language(text: str, guess: str, candidates: list[str]) -> str:
         return guess
     own = sum(token in FUNCTION_WORDS[guess] for token in tokens) if guess in FUNCTION_WORDS else 0
     best = max(hits, key=lambda code: hits[code])
-    if hits[best] >= FUNCTION_WORDS_MIN and hits[best] - own >= FUNCTION_WORDS_MARGIN:
+    if hits[best] >= FUNCTION_WORDS_MIN and hits[best] - own >= margin:
         return best
     return guess

@@ -743,7 +743,9 @@ def _identified_language(sample: str, fallback: str) -> str | None:
         # would turn py3langid's sure Irish or Afrikaans into them. A guess in another
         # script than most of the letters is a borrowed term's pull ("What does 木漏れ日
         # mean?"); one in the letters' own script is no such pull.
-        language = languages.function_word_language(sample, language, runners_up)
+        language = languages.function_word_language(
+            sample, language, runners_up, margin=1 if _split(ranked, language) else 2
+        )
     base = _base(fallback)
     close = _probability_of(ranked, base) >= float(confidence) * CLOSE_FALLBACK_RATIO
     kept = base if close else None
@@ -769,6 +771,21 @@ def _clear_lead(ranked: Any, fallback: str, short: bool) -> bool:
         and float(confidence) >= second * CLEAR_LEAD_RATIO
         and _probability_of(ranked, _base(fallback)) < float(confidence) * CLOSE_FALLBACK_RATIO
     )
+
+
+# py3langid is split when its second supported language has at least this share of the
+# first's probability ("Come si crea un virtualenv in Python?": Romanian 0.42, Italian
+# 0.39): one function word more then tells them apart ("come").
+SPLIT_RATIO = 0.75
+
+
+def _split(ranked: Any, language: str) -> bool:
+    """Whether py3langid's probability of its best supported language after ``language``
+    is at least :data:`SPLIT_RATIO` of ``language``'s."""
+    own = _probability_of(ranked, language)
+    others = (languages.supported(str(code)) for code, _ in ranked[:4])
+    second = next((code for code in others if code is not None and code != language), None)
+    return second is not None and _probability_of(ranked, second) >= own * SPLIT_RATIO
 
 
 def _probability_of(ranked: Any, language: str) -> float:
