@@ -608,6 +608,8 @@ def detect_language(text: str, *, fallback: str) -> str:
     )
     if known:
         return known
+    if _names_only(sample, fallback):
+        return fallback
     if sum(ch.isalpha() for ch in sample) >= 4:
         guessed = _identified_language(sample, fallback)
         if guessed:
@@ -617,6 +619,38 @@ def detect_language(text: str, *, fallback: str) -> str:
             # unsure py3langid is of which Latin language it is.
             return _latin_guess(sample)
     return _script_language(sample, fallback, shared=True) or fallback
+
+
+def _name_like(word: str) -> bool:
+    # A capitalised word, an acronym ("BMW"), a model number ("S24", "256GB") or a
+    # brand's inner capital ("iPhone", "PlayStation"); not a shouted word ("WHAT").
+    letters = [ch for ch in word if ch.isalpha()]
+    if not letters or any(ch.isdigit() for ch in word):
+        return True
+    shouted = len(letters) > 3 and "".join(letters).isupper()
+    capitalised = letters[0].isupper() and not shouted
+    inner = any(ch.islower() for ch in letters) and any(ch.isupper() for ch in letters[1:])
+    return capitalised or inner
+
+
+def _product_like(word: str) -> bool:
+    return any(ch.isalpha() for ch in word) and (
+        any(ch.isdigit() for ch in word) or any(ch.isupper() for ch in word[1:])
+    )
+
+
+def _names_only(sample: str, fallback: str) -> bool:
+    """Whether ``sample`` is two words or more of names only ("iPhone 15 Pro Max 256GB",
+    "Samsung Galaxy S24"), which keep the chat's language: with a model number or a
+    brand's inner capital, or any such names in Latin letters in a chat of another
+    script. A sentence has words in lower case."""
+    words = [word.strip(".,;:!?()\"'") for word in sample.split()]
+    words = [word for word in words if word]
+    if len(words) < 2 or not all(_name_like(word) for word in words):
+        return False
+    if _base(fallback) in _NON_LATIN:
+        return _latin_share(sample) >= 0.9
+    return any(_product_like(word) for word in words)
 
 
 # Supported languages not written in Latin letters (Serbian, written in Cyrillic and in
