@@ -270,6 +270,11 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "godaften",
                     "hej",
                     "gør",
+                    # Where Norwegian writes otherwise ("forskjell", "mellom", "uten").
+                    *_words(
+                        "forskel forskellen forskellige mellem sådan måde spørge uden altid "
+                        "aldrig lidt nogle"
+                    ),
                 ]
             ),
         ),
@@ -324,6 +329,10 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "natt",
                     "hei",
                     "gjør",
+                    *_words(
+                        "forskjell forskjellen forskjellige mellom sånn måte spørre uten "
+                        "alltid aldri litt"
+                    ),
                 ]
             ),
         ),
@@ -767,6 +776,11 @@ def _group_of(guess: str, lowered: str) -> dict[str, tuple[str, frozenset[str]]]
     )
 
 
+# Letter clusters only one member of a group writes, each counting as a word: Norwegian
+# "kj", "gj", "øy" (kjøpe, gjøre, høy) where Danish writes "k", "g", "øj" (købe, gøre, høj).
+_CLUSTERS: dict[str, tuple[str, ...]] = {"no": ("kj", "gj", "\u00f8y"), "da": ("\u00f8j",)}
+
+
 def _evidence(
     text: str, code: str, letters: str, words: frozenset[str], tokens: list[str]
 ) -> float:
@@ -777,6 +791,7 @@ def _evidence(
         2.0 * sum(ch in letters for ch in text)
         - 2.0 * sum(ch in unwritten for ch in text)
         + sum(token in words for token in tokens)
+        + sum(text.count(cluster) for cluster in _CLUSTERS.get(code, ()))
     )
 
 
