@@ -316,8 +316,8 @@ _SHORT_MESSAGES: dict[str, str] = {
     "por favor|sim|tchau|adeus|claro|beleza|valeu",
     "nl": "dank je|dank u|dankjewel|bedankt|hallo|goedemorgen|doei|nee|graag|nee dank je",
     "sv": "tack|tack så mycket|hej|hej då|nej|nej tack|ja tack|igen",
-    "da": "mange tak|tak|hej|nej|nej tak|ja tak|igen",
-    "no": "takk|tusen takk|hei|ha det|nei|nei takk|ja takk|igjen",
+    "da": "mange tak|tusind tak|tak|hej|nej|nej tak|ja tak|igen",
+    "no": "takk|tusen takk|mange takk|hei|ha det|nei|nei takk|ja takk|igjen",
     "fi": "kiitos|moi|hei|kyllä|ei kiitos",
     "pl": "dziękuję|dzięki|cześć|witam|dzień dobry|proszę|tak|dobrze|jasne|rozumiem|nie|nie wiem|"
     "oczywiście|świetnie|poproszę|przepraszam|dobranoc|do widzenia|tak proszę",
