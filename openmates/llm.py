@@ -673,6 +673,8 @@ def _request(
             messages=[{"role": "user", "content": prompt}],
             stop=BASE_MODEL_STOP,
             max_tokens=max_tokens,
+            # Greedy: sampled, the bundled 270M model wandered off the question.
+            temperature=0,
         )
         return request
     request["messages"] = messages
@@ -847,7 +849,10 @@ class _StreamAttempt:
                     chunk = await anext(chunks, None)
                 if chunk is None:
                     break
-                for event in normaliser.feed(chunk):
+                for fed in normaliser.feed(chunk):
+                    event = _text_start(fed) if self.route.base_model and not self.answered else fed
+                    if event is None:
+                        continue
                     self.visible = True
                     self.answered = self.answered or _answers(event)
                     yield event
@@ -880,6 +885,16 @@ class _StreamAttempt:
             logger.warning("%s wrote tool-call markup into its text; removed", self.route.model)
         code = self.outcome.code if self.outcome else None
         _log_attempt(self.context, self.route, "stream", started, usage, code, error)
+
+
+def _text_start(event: LLMEvent) -> LLMEvent | None:
+    """A base model's event before its answer's first character: the ``A:`` prompt makes
+    it start with a space (or a line break), which is no part of the answer; a delta of
+    only that is dropped (``None``)."""
+    if not isinstance(event, TextDelta):
+        return event
+    text = event.text.lstrip()
+    return TextDelta(text) if text else None
 
 
 def _answers(event: LLMEvent) -> bool:

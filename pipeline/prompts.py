@@ -27,10 +27,13 @@ no memories are used.
 
 from __future__ import annotations
 
+import csv
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pipeline.preprocess import language_name
@@ -58,6 +61,9 @@ MIN_TOOL_RESULT_TOKENS = 64
 # At most this part of the history budget for one replayed tool output.
 HISTORY_TOOL_OUTPUT_SHARE = 0.25
 TRUNCATION_MARKER = "[truncated: {shown} of {total} characters shown]"
+# Question/answer pairs per language that show a base model the transcript's form and
+# the answer's language (tab-separated: lang, question, answer).
+BASE_MODEL_EXAMPLES_FILE = Path(__file__).with_name("base_model_examples.tsv")
 
 # What retrieved memories may take of the system prompt (estimated tokens), and per
 # memory for its list marker and line break.
@@ -138,6 +144,42 @@ def system_prompt_build(
         listed = "\n".join(f"- {memory}" for memory in memories)
         parts.append(f"What you remember about the user (use only when relevant):\n{listed}")
     return "\n\n".join(parts)
+
+
+def base_model_header(*, name: str, now: datetime, language: str, memories: Sequence[str]) -> str:
+    """The system text for a base model (the bundled local one): a line that describes
+    the assistant in the third person, the date, the memories as facts, and two
+    question/answer pairs in the conversation's ``language`` (English when
+    :data:`BASE_MODEL_EXAMPLES_FILE` has none for it).
+
+    A base model is not instruction-tuned: it continues text. Given the instance's
+    sections (instructions in the second person, about 1,500 characters) the bundled
+    Gemma 3 270M echoed them, ran on for hundreds of tokens or answered with an empty
+    list; given this header and the ``Q:``/``A:`` transcript of
+    ``openmates.llm_stream.base_model_prompt``, it answers in a sentence, in the
+    question's language. The instance's sections, mate and skill instructions are
+    therefore not sent to a base model (docs/architecture.md §6).
+    """
+    lines = [
+        f"{name} is a friendly, helpful AI assistant. It answers each question correctly "
+        "and briefly, in the language of the question. "
+        f"Today is {now.strftime('%A, %Y-%m-%d')}."
+    ]
+    if memories:
+        lines.append("Facts about the person asking: " + " ".join(memories))
+    pairs = _base_model_examples().get(language) or _base_model_examples()["en"]
+    examples = "".join(f"Q: {question}\nA: {answer}\n" for question, answer in pairs)
+    return "\n\n".join([*lines, examples.rstrip()])
+
+
+@functools.cache
+def _base_model_examples() -> dict[str, tuple[tuple[str, str], ...]]:
+    """:data:`BASE_MODEL_EXAMPLES_FILE` as ``{language: ((question, answer), ...)}``."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    with BASE_MODEL_EXAMPLES_FILE.open(encoding="utf-8") as handle:
+        for row in csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
+            found.setdefault(row["lang"], []).append((row["question"], row["answer"]))
+    return {language: tuple(pairs) for language, pairs in found.items()}
 
 
 def estimate_tokens(text: str) -> int:

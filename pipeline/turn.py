@@ -608,15 +608,7 @@ async def _prompt_build(
         query=decided.content,
         categories=list(memory_categories),
     )
-    system = prompts.system_prompt_build(
-        sections=context.sections,
-        mate=plan.mate,
-        skill_prompts=context.skill_prompts_for(decided.tools),
-        now=datetime.now(tz=UTC),
-        language=decided.language,
-        memories=memories,
-        has_tools=bool(tools) or prompts.history_has_tool_output(progress.history),
-    )
+    system = _system_text(request, progress, context, plan, tools, memories)
 
     async def load_embed(embed_id: str) -> dict[str, Any] | None:
         return await chat_cache.embed_cache_get(user_id=request.user_id, embed_id=embed_id)
@@ -638,6 +630,35 @@ async def _prompt_build(
     )
     messages.append(question)
     return messages
+
+
+def _system_text(
+    request: TurnRequest,
+    progress: _Progress,
+    context: InstanceContext,
+    plan: _Plan,
+    tools: Sequence[ToolSpec],
+    memories: Sequence[str],
+) -> str:
+    """The system prompt, or for a base model the short header it can continue
+    (``prompts.base_model_header``)."""
+    decided = plan.decided
+    if llm.is_base_model(tier=decided.tier, instance=request.instance):
+        return prompts.base_model_header(
+            name=request.instance.name,
+            now=datetime.now(tz=UTC),
+            language=decided.language,
+            memories=memories,
+        )
+    return prompts.system_prompt_build(
+        sections=context.sections,
+        mate=plan.mate,
+        skill_prompts=context.skill_prompts_for(decided.tools),
+        now=datetime.now(tz=UTC),
+        language=decided.language,
+        memories=memories,
+        has_tools=bool(tools) or prompts.history_has_tool_output(progress.history),
+    )
 
 
 async def _question(

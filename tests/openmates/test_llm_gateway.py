@@ -360,14 +360,38 @@ async def test_base_model_route_sends_a_transcript_to_the_completions_endpoint(
 
     events = await collect(tier="fast", messages=messages, tools=[{"type": "function"}])
 
-    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta(" Paris"), TextDelta(".")]
+    # The space the "A:" prompt makes the model start with is no part of the answer.
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Paris"), TextDelta(".")]
     assert events[-1] == Finish("stop", "text-completion-openai/gemma-3-270m")
     sent = llm_wire.requests[0]
     assert sent["path"] == "/v1/completions"
     assert sent["body"]["prompt"] == "You are brief.\n\nQ: Capital of France?\nA:"
     assert sent["body"]["stop"] == ["\nQ:", "\nA:"]
     assert sent["body"]["max_tokens"] == 64
+    assert sent["body"]["temperature"] == 0
     assert "tools" not in sent["body"]
+
+
+async def test_a_base_model_answer_of_only_spaces_is_an_empty_response(
+    settings: Any, llm_wire: Any
+) -> None:
+    settings.LLM_DEFAULT_TIERS = {
+        "fast": [{"model": "text-completion-openai/gemma-3-270m", "api_base": llm_wire.api_base}]
+    }
+    body = sse_body(
+        [
+            {"id": "c", "object": "text_completion", "created": 1, "model": "g",
+             "choices": [{"index": 0, "text": " ", "finish_reason": None}]},
+            {"id": "c", "object": "text_completion", "created": 1, "model": "g",
+             "choices": [{"index": 0, "text": "\n", "finish_reason": "stop"}]},
+        ]
+    )  # fmt: skip
+    llm_wire.queue(WireReply([body]))
+
+    events = await collect(tier="fast", messages=USER)
+
+    assert not [e for e in events if isinstance(e, TextDelta)]
+    assert events[-1] == StreamError("empty_response", "The model returned an empty answer.", False)
 
 
 def test_base_model_prompt_drops_the_oldest_turns_to_fit() -> None:

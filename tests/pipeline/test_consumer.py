@@ -165,6 +165,37 @@ async def test_a_base_model_fast_tier_gets_a_heuristic_title_and_no_model_steps(
     assert [r.model for r in llm_script.requests] == ["standard"]
 
 
+async def test_a_base_model_main_tier_gets_the_short_header_in_the_message_language(
+    ws_client, chat, user, instance, llm_wire
+):
+    from pipeline.turn import instance_context_forget
+    from tests.llm_fake import WireReply, sse_body
+
+    base = {"model": "text-completion-openai/tiny-base", "api_base": llm_wire.api_base}
+    instance.tier_map = {"fast": [base], "standard": [base], "heavy": [base]}
+    await sync_to_async(instance.save)()
+    instance_context_forget()
+    chunk = {"id": "c", "object": "text_completion", "created": 1, "model": "b",
+             "choices": [{"index": 0, "text": " 391.", "finish_reason": "stop"}]}  # fmt: skip
+    llm_wire.queue(WireReply([sse_body([chunk])]))
+    client = await ws_client(user)
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="Wie viel ist 17 mal 23?"
+    )
+    frames = await client.until("stream.done")
+
+    assert frames[-1]["status"] == "done"
+    assert frames[-1]["content"] == "391."
+    prompt = llm_wire.requests[0]["body"]["prompt"]
+    assert prompt.startswith(f"{instance.name} is a friendly, helpful AI assistant.")
+    assert "Q: Wie viele Tage hat eine Woche?\nA: Eine Woche hat sieben Tage.\n" in prompt
+    assert prompt.endswith("\n\nQ: Wie viel ist 17 mal 23?\nA:")
+    # The instance's sections (instructions a base model would echo) are not sent.
+    assert "You are" not in prompt
+    assert "detected:" not in prompt
+    assert llm_wire.requests[0]["body"]["temperature"] == 0
+
+
 async def test_cache_miss_asks_the_client_for_history_then_answers(
     ws_client, chat, user, llm_script
 ):
