@@ -264,10 +264,10 @@ def _cjk_verb_language(head: str) -> str | None:
 
 def tool_vectors_prefetch(content: str) -> None:
     """Embed what :func:`preprocess` will compare with the tools for ``content`` (its
-    :func:`instruction_text` and that one's clauses) into the vector cache, so that the
+    :func:`tool_subject` and that one's clauses) into the vector cache, so that the
     preselection inside the turn finds them made. Blocking (about 2 ms a text): the turn
     runs it in a thread while the chat's history loads."""
-    subject = instruction_text(strip_invisible(content))
+    subject = tool_subject(strip_invisible(content))
     tool_match.vectors_prefetch(subject)
 
 
@@ -1123,6 +1123,67 @@ def _description_matches(
     return found
 
 
+# Words of a head before a colon that point at the material after it ("Make this more
+# polite: …", "Here's my friend's message: …", "She wrote: …"), by language: that material
+# is no request of the user's. A head without them is a label ("For future reference: my
+# blood type is A-", "Heads up: …") or a sentence of its own ("I'm calling my sister in
+# London: is it raining there?"), and what follows it is asked too.
+_MATERIAL_HEAD_RE = re.compile(
+    r"\b(?:this|these|those|the following|below|text|message|e-?mail|sentence|paragraph|letter"
+    r"|quote|wrote|writes|said|says|asked|dies\w*|folgend\w*|nachricht|satz|absatz|brief"
+    r"|schreibt|schrieb|sagt|ceci|cette|suivant\w*|texte|phrase|courriel|lettre|écrit"
+    r"|esto|siguiente|texto|mensaje|correo|frase|carta|escribió|dice"
+    r"|seguente|testo|messaggio|scritto|isso|isto|seguinte|mensagem|escreveu|deze|dit"
+    r"|volgende|tekst|bericht|zin|schreef|poniższ\w*|wiadomoś\w*|zdani\w*|napisał\w*"
+    r"|это|этот|эту|следующ\w*|текст\w*|сообщени\w*|письм\w*|фраз\w*|написал\w*|сказал\w*"
+    r"|цей|цю|це|наступн\w*|повідомлен\w*)\b|これ|この|以下|次の|这|這|下面|이것|이 |다음",
+    re.IGNORECASE,
+)
+
+
+def tool_subject(text: str) -> str:
+    """What tool preselection reads of ``text``: :func:`instruction_text`, but all of a
+    message whose head before a colon is no instruction about material after it (no
+    instruction verb, no word pointing at the material, :data:`_MATERIAL_HEAD_RE`)."""
+    subject = instruction_text(text)
+    stripped = " ".join(_quoted_removed(text).split())
+    match = _COLON_TAIL_RE.match(stripped)
+    if (
+        match
+        and " ".join(match.group("head").split()) == subject
+        and not instruction_verb_language(match.group("head"))
+        and not _MATERIAL_HEAD_RE.search(match.group("head"))
+    ):
+        return stripped
+    return subject
+
+
+def _memory_pair(
+    chosen: dict[str, str], subject: str, names: Sequence[str], *, semantic: bool
+) -> None:
+    """Settle the memory save against the lookup in ``chosen`` (tool → reason, changed in
+    place): a question that reads like a save may be a lookup (:func:`_memory_question`);
+    a save a rule chose, asked without a question, is no lookup as well."""
+    if "memory_save" in chosen and subject.rstrip().endswith(("?", "\uff1f")):
+        lookup = _memory_question(subject, semantic=semantic)
+        if lookup == "instead":
+            del chosen["memory_save"]
+        if lookup and "memory_search" in names:
+            chosen.setdefault("memory_search", "a question about what the user said")
+    elif chosen.get("memory_save", "").startswith("rule") and _by_meaning_only(
+        chosen.get("memory_search")
+    ):
+        # A fact the user asks to keep: its words are the memories' words, so the
+        # lookup's examples are near by meaning, but nothing is looked up.
+        del chosen["memory_search"]
+
+
+def _by_meaning_only(reason: str | None) -> bool:
+    """Whether a tool was chosen (``reason``) by similarity alone: not by a rule, a
+    mention or the client."""
+    return reason is not None and not reason.startswith(("rule", "mentioned", "requested"))
+
+
 def tool_choices(
     text: str,
     candidates: Sequence[ToolCandidate],
@@ -1158,19 +1219,14 @@ def tool_choices(
     profiles = [tool_match.tool_profile(c.name, c.description, c.hint) for c in candidates]
     # What the user asks, not what they quote: "how do you say 'what time is it' in
     # Italian?" needs no clock.
-    subject = instruction_text(text)
+    subject = tool_subject(text)
     if is_code_request(subject):
         # The model writes the code ("a function that converts miles to km"): no tool
         # computes, converts or looks up anything for it.
         return tuple(tool_match.ToolChoice(n, r) for n, r in chosen.items())[:MAX_TOOLS]
     for choice in tool_match.tools_by_meaning(subject, profiles, chosen=chosen, embed=semantic):
         add(choice.name, choice.reason)
-    if "memory_save" in chosen and subject.rstrip().endswith(("?", "\uff1f")):
-        lookup = _memory_question(subject, semantic=semantic)
-        if lookup == "instead":
-            del chosen["memory_save"]
-        if lookup:
-            add("memory_search", "a question about what the user said")
+    _memory_pair(chosen, subject, names, semantic=semantic)
     if not semantic:
         for name, reason in _description_matches(subject, candidates):
             add(name, reason)

@@ -250,6 +250,37 @@ TRIGGERS = (
     r"|\bзапам[\'\u2019\u02bc]?ятай\b|\bzapamatuj si\b|\bnezapomeň,? že\b|\bpamätaj si\b"
     r"|\bmuista,? että\b|\bälä unohda,? että\b"
     r"|メモしておいて|帮我记|기억해 ?줘|\bnot et\b|\baklında tut\b",
+    # A fact, then the order to keep it ("my wife's name is Ines, note it", "Meine Katze
+    # heißt Mimi, speicher das ab", "Mi perro se llama Toby, apúntalo"); or a label that
+    # says the fact is for later ("For future reference: …", "Für die Zukunft: …").
+    r"[,;:.!-]\s*(?:please\s+)?(?:note|save|store|remember|memori[sz]e|log|record) (?:it|this|that)"
+    r"(?:\s+(?:down|for (?:later|next time|the future)|please))?\s*[.!]?\s*$"
+    r"|\bfor (?:future reference|the future|later|your records)\s*[:,-]|\bheads up for later\b"
+    r"|\bon (?:record|file)\s*:|\bdon't forget\s*[:,-]\s*(?:i\b|i'm\b|my\b)"
+    r"|\bspeicher(?:e|n)? (?:das|dies|es)\b|\bfür die zukunft\s*:|\bfür später\s*:"
+    r"|\bvergiss (?:bitte )?nicht\s*[:,-]\s*(?:ich|mein\w*)\b"
+    r"|\b(?:note|retiens|mémorise|garde|enregistre)-le\b|\bpour (?:la suite|l'avenir|plus tard)\s*:"
+    r"|\b(?:ap[uú]nta|an[oó]ta|gu[aá]rda|recu[eé]rda|mem[oó]riza)lo\b|\bno te olvides de que\b"
+    r"|\bpara (?:futuras consultas|el futuro|más adelante|referência futura|o futuro)\s*:"
+    r"|\bprendine nota\b|\b(?:ricorda|segna|memorizza)telo\b|\bnon (?:ti )?scordar(?:e|ti) che\b"
+    r"|\bnon dimenticarti che\b|\bper il futuro\s*:|\bnão te esqueças (?:de )?que\b"
+    r"|\b(?:anota|guarda)(?:-o| isso| isto)\b|\bvergeet niet dat (?:ik|mijn)\b|\bvoor later\s*:"
+    r"|\bне забывай,? что\b|\bна будущее\s*:|\bзапиши (?:это|себе)\b|\bучти,? что\b"
+    r"|\bне забудь,? що\b|\bзапиши,? що\b|\bна майбутнє\s*:"
+    r"|\bpamiętaj,? że\b|\bna przyszłość\s*:|\bnie zapominaj,? że\b"
+    r"|\bpamatuj si\b|\bdo budoucna\s*:|\bpoznamenej si\b"
+    r"|\btänk på att (?:jag|min|mitt|mina)\b|\bpidä mielessä\b|\bota muistiin\b"
+    r"|\bunutma[,:]|\bnot al\b|\bθυμήσου (?:ότι|πως)|\bμην ξεχάσεις (?:ότι|πως)"
+    r"|\bσημείωσε (?:ότι|πως)|\bingat(?:lah)? (?:ya|bahwa)\b|\btolong (?:catat|ingat)\b"
+    r"|\bcatat (?:bahwa|ya)\b|\bjangan lupa,? (?:aku|saya|bahwa)\b"
+    r"|\bnhớ giúp|\bghi nhớ (?:rằng|là)|\bhãy nhớ (?:rằng|là)|\bđừng quên (?:rằng|là)"
+    r"|تذك[\u064b-\u0652]*ر[\u064b-\u0652]*\s+أن|لا\s+تنس[\u064b-\u0652]*\s+أن|احفظ\s+(?:أن|هذا|هذه)"
+    r"|याद रख(?:ना|ें|ो|िए|ियेगा)|ध्यान रखना,? (?:कि|मेरी|मेरा|मेरे|मैं)|नोट कर (?:लो|लें|लीजिए)"
+    r"|(?:תזכור|תזכרי|זכור|זכרי)\s+ש|אל\s+(?:תשכח|תשכחי)\s+ש|(?:תרשום|תרשמי|רשום)\s+ש"
+    r"|\bjegyezd meg\b|\bne felejtsd el,? hogy\b|\btartsd észben\b"
+    r"|\bține minte\b|\btine minte\b|\bnu uita c[aă]\b|\breține c[aă]\b|\bmemorează\b"
+    r"|忘れないで[、,，：:]|(?:别忘了|别忘记|不要忘记)我|以后(?:请|要)?记得"
+    r"|기억해 ?둬|잊지 ?마[,，]",
 )
 
 

@@ -201,6 +201,44 @@ COUNTER_EXAMPLES = (
 )
 # A forecast, an umbrella, a "прогноз" or "previsioni" alone may be sales, terms or
 # insurance; a weather app is software: they count beside words of weather or days.
+# What the weather does, or what one takes against it, by language (stems): beside a
+# time soon (:data:`_SOON`) a question about the weather.
+_WEATHER_WORDS = (
+    r"\b(?:rain(?:s|y|ing|ed)?|snow(?:s|y|ing|ed|fall)?|sunny|sunshine|windy|stormy?"
+    r"|thunderstorms?|icy|frosty?|foggy|humid"
+    r"|jacket|coat|sunscreen|gloves|scarf|jacke|mantel|gewitter\w*|sonnig|windig|sturm|nebel"
+    r"|glatteis|sonnencreme|manteau|veste|blouson|orage\w*|ensoleillé|brouillard|verglas"
+    r"|crème solaire|chaqueta|abrigo|tormenta\w*|soleado|niebla|protector solar|giacca"
+    r"|giubbotto|cappotto|temporal[ei]|soleggiato|nebbia|crema solare|casaco|jaqueta"
+    r"|tempestade|ensolarado|nevoeiro|protetor solar|jas|onweer|zonnig|ijzel|zonnebrand"
+    r"|куртк\w*|пальто|гроз(?:а|ы|у|ой)|солнечн\w*|ветр\w*|туман\w*|гололед\w*|мороз\w*"
+    r"|вітр\w*|сонячн\w*|kurtk\w*|płaszcz\w*|burz[aeyą]|słoneczn\w*|wietrz\w*|mgł\w*"
+    r"|bund(?:a|u|y|ou)|kabát\w*|bouřk\w*|slunečn\w*|větrn\w*|mlh\w*|jacka|åsk\w*|blåsig\w*"
+    r"|dimma|jakke|frakke|torden\w*|tåge|tåke|blæs\w*|solrig|takki\w*|takin|ukkos\w*"
+    r"|tuulinen|sumu\w*|lunta|ceket|fırtına\w*|güneşli|rüzgar\w*|şemsiye"
+    r"|μπουφάν|βροχ\w*|χιόν\w*|καταιγίδ\w*|ζέστη|κρύο|hujan|salju|badai|cerah|berangin"
+    r"|jaket|payung|mưa|tuyết|bão|nắng|áo khoác|lạnh|nóng|esernyő|eső|havaz\w*"
+    r"|vihar\w*|napsüt\w*|hideg|geacă|umbrelă|ploaie|ninsoare|furtună|însorit|frig)\b"
+    r"|مطر|ثلج|عاصفة|مشمس|رياح|ضباب|مظلة|معطف|बारिश|बर्फ|तूफ़ान|तूफान|कोहरा|ठंड|छाता|जैकेट"
+    r"|גשם|שלג|סערה|ערפל|מעיל|מטרייה"
+)
+# A time soon, by language: a question about it with a word of the weather wants the
+# forecast, not the climate.
+_SOON = (
+    r"\b(?:today|tonight|tomorrow|this (?:morning|afternoon|evening|weekend)|right now|later today"
+    r"|heute|morgen|übermorgen|am wochenende|aujourd'hui|ce soir|demain|ce week-end|cet après-midi"
+    r"|hoy|esta noche|mañana|este fin de semana|esta tarde|oggi|stasera|domani|stamattina"
+    r"|questo (?:weekend|fine settimana)|hoje|amanhã|neste fim de semana|vandaag|vanavond"
+    r"|dit weekend|vanmiddag|сегодня|вечером|завтра|на выходных|сейчас|сьогодні|ввечері"
+    r"|на вихідних|зараз|dziś|dzisiaj|wieczorem|jutro|w weekend|dnes|večer|zítra|o víkendu"
+    r"|idag|i dag|i kväll|ikväll|imorgon|i morgon|i helgen|i aften|i kveld|tänään|illalla"
+    r"|huomenna|viikonloppuna|bugün|bu akşam|yarın|hafta sonu|σήμερα|απόψε|αύριο|hari ini"
+    r"|malam ini|besok|akhir pekan|hôm nay|tối nay|ngày mai|cuối tuần|holnap|hétvégén|ma este"
+    r"|azi|astăzi|diseară|mâine|în weekend)\b"
+    r"|(?<![\u0600-\u06ff])(?:اليوم|الليلة|غد[اًا]?)(?![\u0600-\u06ff])"
+    r"|(?<![\u0900-\u097f])(?:आज|कल)(?![\u0900-\u097f])"
+    r"|(?<![\u05d0-\u05ea])(?:היום|הערב|מחר)(?![\u05d0-\u05ea])"
+)
 TRIGGERS = (
     r"\bweather\b(?!\s+(?:apps?|widgets?|stations?|balloons?|and climate))"
     r"|\b(?:weather|the) forecast\b|\bforecast (?:in|for (?:today|tomorrow|the weekend)|says)\b"
@@ -227,6 +265,15 @@ TRIGGERS = (
     r"\bдощ\w*|\bсніг\w*|\bпарасольк\w*|\bpočasí\b|\bpočasie\b|\bbude pršet\b|\bprší\b"
     r"|\bdeštník\w*|\bsää(?:\b|tä|n\b|ennuste\w*|tila)|\bsataa\b|\bsataako\b|\bsateenvarjo\w*",
     r"天気|天候|雨が降|雨降|雪が降|晴れ|気温|傘|天气|下雨|下雪|气温|晴天|带伞|날씨|비가 오|비 와|눈이 오|기온",
+    # Weather words of the languages without a rule above.
+    r"\bκαιρ(?:ός|ό|ού)\b|\bβρέξει\b|\bβρέχει\b|\bχιονίσει\b|\bομπρέλα\b|\bcuaca\b"
+    r"|\bthời tiết\b|\bcó mưa\b|\bsẽ mưa\b|الطقس|طقس|ستمطر|تمطر|هل سيكون الجو|मौसम|बारिश"
+    r"|מזג האוויר|ירד גשם|יהיה גשם|\bidőjárás\w*|\besni fog\b|\besik az eső\b|\bvremea\b"
+    r"|\bva ploua\b|\bplouă\b|\bva ninge\b",
+    # A word of the weather or what one wears against it, and a time soon, in one sentence
+    # ("Should I take a jacket in Oslo tonight?", "Gibt es heute Gewitter?").
+    rf"(?:{_WEATHER_WORDS})[^.?!\n]{{0,60}}?(?:{_SOON})"
+    rf"|(?:{_SOON})[^.?!\n]{{0,60}}?(?:{_WEATHER_WORDS})",
 )
 
 
