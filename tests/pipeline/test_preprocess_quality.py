@@ -64,8 +64,8 @@ LANGUAGE_FLOORS = {
     "fresh": 0.98,
     "fresh2": 0.97,
     "fresh3": 0.97,
-    "fresh4": 0.94,
-    "fresh5": 0.96,
+    "fresh4": 0.95,
+    "fresh5": 0.97,
 }
 
 
