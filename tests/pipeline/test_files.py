@@ -405,7 +405,7 @@ async def test_the_bundled_base_model_gets_the_files_text_and_no_image(
         attachment("dish.png", "image/png", png),
     ]
     frames = await _send(client, chat, "What do I cook?", files)
-    assert frames[-1]["content"] == " Ok."
+    assert frames[-1]["content"] == "Ok."
 
     (sent,) = llm_wire.requests
     assert sent["path"] == "/v1/completions"
