@@ -166,7 +166,10 @@ def base_model_header(*, name: str, now: datetime, language: str, memories: Sequ
         f"Today is {now.strftime('%A, %Y-%m-%d')}."
     ]
     if memories:
-        lines.append("Facts about the person asking: " + " ".join(memories))
+        facts = (
+            m.strip() if m.strip().endswith((".", "!", "?")) else f"{m.strip()}." for m in memories
+        )
+        lines.append("Facts about the person asking: " + " ".join(facts))
     pairs = _base_model_examples().get(language) or _base_model_examples()["en"]
     examples = "".join(f"Q: {question}\nA: {answer}\n" for question, answer in pairs)
     return "\n\n".join([*lines, examples.rstrip()])

@@ -26,7 +26,7 @@ def test_the_header_names_the_assistant_the_date_and_shows_pairs_in_the_language
 
 def test_memories_become_facts_and_an_unlisted_language_gets_english_pairs() -> None:
     header = prompts.base_model_header(
-        name="Ada", now=NOW, language="sw", memories=["Lives in Lyon.", "Has a cat."]
+        name="Ada", now=NOW, language="sw", memories=["Lives in Lyon.", "Has a cat"]
     )
 
     assert "\n\nFacts about the person asking: Lives in Lyon. Has a cat.\n\n" in header

@@ -149,4 +149,4 @@ async def test_a_memory_reaches_the_prompt_of_an_instance_on_the_bundled_model(
     assert [f["content"] for f in frames if f["type"] == "stream.done"] == ["Pad thai."]
     (sent,) = llm_wire.requests
     assert sent["path"] == "/v1/completions"
-    assert f"- {MEMORY}" in sent["body"]["prompt"]
+    assert f"Facts about the person asking: {MEMORY}." in sent["body"]["prompt"]
