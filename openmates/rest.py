@@ -155,6 +155,30 @@ class InvalidCursor(APIException):
     default_detail = "Invalid cursor: use the next or previous link of a page."
 
 
+class InvalidPageSize(APIException):
+    """A ``page_size`` query parameter that is not a whole number of at least 1 (400
+    ``invalid_page_size``; DRF's own answer is the default page, silently)."""
+
+    status_code = 400
+    default_code = "invalid_page_size"
+    default_detail = "page_size must be a whole number from 1 to 200."
+
+
+def _page_size(paginator: CursorPagination, request: Request) -> int | None:
+    """The page size ``request`` asks for: ``paginator.page_size`` without the parameter,
+    at most ``max_page_size`` (a larger one is cut to it, as DRF does).
+
+    Raises:
+        InvalidPageSize: a value that is not a decimal integer ≥ 1.
+    """
+    raw = request.query_params.get(paginator.page_size_query_param or "page_size")
+    if raw is None:
+        return paginator.page_size
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
+        raise InvalidPageSize()
+    return min(int(raw), int(paginator.max_page_size or int(raw)))
+
+
 def _cursor_decoded(paginator: CursorPagination, request: Request, valid: Any) -> Any:
     """DRF's decoded cursor of ``request``, or :class:`InvalidCursor` when it does not
     decode or its position fails ``valid(position: str) -> bool``."""
@@ -194,6 +218,10 @@ class TimestampCursorPagination(CursorPagination):
         """DRF's cursor, refusing one whose position is not a timestamp."""
         return _cursor_decoded(self, request, _is_timestamp)
 
+    def get_page_size(self, request: Request) -> int | None:
+        """The requested ``page_size`` (:func:`_page_size`: 400 ``invalid_page_size``)."""
+        return _page_size(self, request)
+
 
 class IdCursorPagination(CursorPagination):
     """DRF's cursor pagination (50 a page, ``page_size`` up to 200) over an integer
@@ -209,6 +237,10 @@ class IdCursorPagination(CursorPagination):
     def decode_cursor(self, request: Request) -> Any:
         """DRF's cursor, refusing one whose position is not an integer."""
         return _cursor_decoded(self, request, _is_row_id)
+
+    def get_page_size(self, request: Request) -> int | None:
+        """The requested ``page_size`` (:func:`_page_size`: 400 ``invalid_page_size``)."""
+        return _page_size(self, request)
 
 
 class NoUnknownFields(serializers.Serializer):

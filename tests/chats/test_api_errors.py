@@ -118,6 +118,28 @@ def test_a_bad_cursor_is_a_bad_request(chat: Chat, keyed_owner: Any, cursor: str
     }
 
 
+@pytest.mark.parametrize("size", ["0", "-1", "abc", "2.5", "", "\u0662"])
+def test_a_bad_page_size_is_a_bad_request(chat: Chat, keyed_owner: Any, size: str) -> None:
+    answer = signed_in_client(keyed_owner).get("/api/chats/", {"page_size": size})
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "code": "invalid_page_size",
+        "message": "page_size must be a whole number from 1 to 200.",
+    }
+
+
+def test_a_page_size_over_the_maximum_is_cut_to_it(keyed_owner: Any, chat_instance: Any) -> None:
+    for _ in range(3):
+        services.chat_create(
+            user=keyed_owner, chat_id=new_id(), instance=chat_instance, encrypted_chat_key=CHAT_KEY
+        )
+    client = signed_in_client(keyed_owner)
+    assert len(client.get("/api/chats/", {"page_size": "2"}).json()["results"]) == 2
+    big = client.get("/api/chats/", {"page_size": "100000"})
+    assert big.status_code == 200
+    assert len(big.json()["results"]) == 3
+
+
 def test_a_real_cursor_still_pages(keyed_owner: Any, chat_instance: Any) -> None:
     made = [
         services.chat_create(
