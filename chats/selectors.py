@@ -25,6 +25,12 @@ def chat_get_for_user(*, chat_id: str, user: Any) -> Chat | None:
     return Chat.objects.select_related("instance").filter(pk=chat_id, owner_id=user.pk).first()
 
 
+def chat_owned_in_instance(user_id: int, instance_id: int, chat_id: str) -> bool:
+    """Whether ``chat_id`` is a chat of ``user_id`` in ``instance_id`` (a memory's source
+    chat must be, ``memories.services.source_chat_check_set``)."""
+    return Chat.objects.filter(pk=chat_id, owner_id=user_id, instance_id=instance_id).exists()
+
+
 def chat_mode_for_user(*, chat_id: str, user_id: int) -> str | None:
     """The ``ChatMode`` of the chat ``chat_id`` when ``user_id`` owns it, else ``None``."""
     found = Chat.objects.filter(pk=chat_id, owner_id=user_id).values_list("mode", flat=True)

@@ -299,13 +299,37 @@ async def amemory_upsert(
     return _written(written)
 
 
+# ``(user_id, instance_id, chat_id) -> bool``: whether the chat is the user's in that
+# instance. Chats sit above memories (docs/architecture.md §2), so the pipeline app,
+# which joins the two, installs it at start-up (:func:`source_chat_check_set`).
+SourceChatCheck = Callable[[int, int, str], bool]
+_source_chat_check: SourceChatCheck | None = None
+
+
+def source_chat_check_set(check: SourceChatCheck | None) -> None:
+    """Install the check a user-written memory's ``source_chat_id`` must pass (``None``
+    removes it: every source chat is then refused)."""
+    global _source_chat_check
+    _source_chat_check = check
+
+
 async def amemory_create(
     *, instance: Any, user_id: int, category: str, content: str, source_chat_id: str = ""
 ) -> Memory:
     """Insert a memory the user wrote themselves (no dedup: they asked for this one).
 
-    Raises: as :func:`amemory_upsert`.
+    Raises:
+        MemoryInputError: also for a ``source_chat_id`` that names no chat of the user's
+            in ``instance`` (a memory must not point at someone else's chat).
+        Others: as :func:`amemory_upsert`.
     """
+    if source_chat_id:
+        check = _source_chat_check
+        chat_id = _source_chat_clean(source_chat_id)
+        if check is None or not await db_call(check, int(user_id), instance.pk, chat_id):
+            raise MemoryInputError(
+                "source_chat_id names no chat of yours in this instance", field="source_chat_id"
+            )
     written = await _awrite(
         instance=instance,
         user_id=user_id,

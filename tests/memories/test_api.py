@@ -315,23 +315,52 @@ def test_the_schema_lists_the_memory_routes_and_generates_without_warnings(
     assert create["operationId"] == "memories_create"
 
 
-def test_the_source_chat_is_a_chat_id(local_instance: Any, alice: Any) -> None:
+def _chat_of(user: Any, instance: Instance) -> str:
+    from chats.services import chat_create
+    from pipeline.ids import new_id
+    from tests.pipeline.conftest import envelope
+
+    made = chat_create(
+        user=user, chat_id=new_id(), instance=instance, encrypted_chat_key=envelope()
+    )
+    return str(made.pk)
+
+
+def test_the_source_chat_is_a_chat_of_the_user_in_the_instance(
+    local_instance: Any, alice: Any, bob: Any, scripted_instance: Any
+) -> None:
     client = signed_in_client(alice)
-    chat = "0190d0c4-1d5a-7c3e-8f00-000000000003"
+    chat = _chat_of(alice, local_instance)
+    member(scripted_instance, "alice")
+    refused_ids = {
+        "chat-1": "source_chat_id is a chat id (UUIDv7)",
+        "0190d0c4-1d5a-7c3e-8f00-000000000003": "no such chat",
+        _chat_of(bob, local_instance): "bob's chat",
+        _chat_of(alice, scripted_instance): "alice's chat in another instance",
+    }
 
     kept = client.post(
         _url(local_instance),
         {"category": "fact", "content": "Alice keeps bees", "source_chat_id": chat},
         format="json",
     )
-    refused = client.post(
-        _url(local_instance),
-        {"category": "fact", "content": "Alice keeps bees", "source_chat_id": "chat-1"},
-        format="json",
-    )
+    refused = {
+        source: client.post(
+            _url(local_instance),
+            {"category": "fact", "content": "Alice keeps bees", "source_chat_id": source},
+            format="json",
+        )
+        for source in refused_ids
+    }
 
     assert kept.status_code == 201
     assert kept.json()["source_chat_id"] == chat
-    assert refused.status_code == 400
-    assert refused.json()["fields"] == {"source_chat_id": ["source_chat_id is a chat id (UUIDv7)"]}
+    assert [r.status_code for r in refused.values()] == [400, 400, 400, 400]
+    assert refused["chat-1"].json()["fields"] == {
+        "source_chat_id": ["source_chat_id is a chat id (UUIDv7)"]
+    }
+    for source, answer in list(refused.items())[1:]:
+        assert answer.json()["fields"] == {
+            "source_chat_id": ["source_chat_id names no chat of yours in this instance"]
+        }, refused_ids[source]
     assert Memory.objects.get().source_chat_id == chat
