@@ -17,7 +17,8 @@ from pipeline import language as languages
 from pipeline import preprocess as pre
 from pipeline import tool_output as out
 
-SPLITS = bench.SPLITS
+# fresh6 gets its floors once it has been measured (blind, after the work it judges).
+SPLITS = tuple(split for split in bench.SPLITS if split != "fresh6")
 # Floors a little below what bench/preprocess_quality.py measures on each split (dev:
 # tuned on; held: written with the rules; fresh: written apart, its misses read once;
 # fresh2 … fresh5: written apart and never read; fresh5 measured once, blind, after the
