@@ -1088,6 +1088,40 @@ def is_code_request(subject: str) -> bool:
     return bool(_CODE_REQUEST_RE.search(subject))
 
 
+# A request for a piece of writing: a verb of writing shortly before a poem, a story, a
+# song ("write a haiku about rain on a tin roof", "Schreib mir ein Gedicht über den
+# Regen", "напиши рассказ про кота, который боится грозы"), or the piece before the verb
+# (Japanese, Chinese, Korean). The weather, the sums or the dates in it are its subject,
+# not something to look up.
+_CREATIVE_OBJECTS = (
+    r"\b(?:poems?|poetry|haikus?|limericks?|sonnets?|stor(?:y|ies)|tales?|fables?|songs?|lyrics"
+    r"|raps?|gedicht\w*|geschichte|märchen|lied\w*|reim\w*|poèmes?|poésie|histoire|conte"
+    r"|chanson|poemas?|poesía|cuento|canción|poesi[ae]|storia|racconto|favola|canzone"
+    r"|filastrocca|história|conto|canção|verhaal|verhaaltje|liedje|стих\w*|рассказ\w*"
+    r"|сказк\w*|песн\w*|вірш\w*|оповідання|казк\w*|wiersz\w*|opowiadani\w*|bajk\w*"
+    r"|piosenk\w*|básn\w*|povídk\w*|dikt|dikte|sagan?|runo|şiir|hikaye|masal|şark\u0131)\b"
+)
+# Verbs of making up a text; not those of telling ("tell me the story of the last
+# launch" may want a search).
+_CREATIVE_VERBS = (
+    r"\b(?:write|compose|make up|invent|schreib\w*|dicht\w*|écri[st]\w*|compose\w*"
+    r"|invente\w*|escrib\w*|compón\w*|inventa\w*|scriv\w*|componi|escrev\w*|schrijf|verzin"
+    r"|напиши|сочини|придумай|napisz|wymyśl|napiš|vymysli|skriv|kirjoita|keksi|yaz)\b"
+)
+_CREATIVE_REQUEST_RE = re.compile(
+    rf"{_CREATIVE_VERBS}\W+(?:[^\W\d_]+\W+){{0,4}}?(?:{_CREATIVE_OBJECTS})"
+    r"|(?:詩|俳句|物語|歌詞|短歌|诗|故事|歌词|시를|이야기)[^\u3002\uff1f\uff01\n]{0,6}"
+    r"(?:書いて|作って|写|作|써|지어)|(?:写|作)(?:一首|一个|一篇)",
+    re.IGNORECASE,
+)
+
+
+def is_creative_request(subject: str) -> bool:
+    """Whether ``subject`` asks for a poem, a story or a song
+    (:data:`_CREATIVE_REQUEST_RE`)."""
+    return bool(_CREATIVE_REQUEST_RE.search(subject))
+
+
 def _memory_question(subject: str, *, semantic: bool) -> str | None:
     """For a question that reads like a memory save ("Remember that I told you my vet's
     name? What was it?"), whether it is a lookup: ``"instead"`` of the save when the
@@ -1224,12 +1258,15 @@ def tool_choices(
         # The model writes the code ("a function that converts miles to km"): no tool
         # computes, converts or looks up anything for it.
         return tuple(tool_match.ToolChoice(n, r) for n, r in chosen.items())[:MAX_TOOLS]
-    for choice in tool_match.tools_by_meaning(subject, profiles, chosen=chosen, embed=semantic):
-        add(choice.name, choice.reason)
-    _memory_pair(chosen, subject, names, semantic=semantic)
-    if not semantic:
-        for name, reason in _description_matches(subject, candidates):
-            add(name, reason)
+    # Nor for the poem it writes ("about the rain in Hamburg"); a small instance still
+    # offers all its tools below, the main model deciding.
+    if not is_creative_request(subject):
+        for choice in tool_match.tools_by_meaning(subject, profiles, chosen=chosen, embed=semantic):
+            add(choice.name, choice.reason)
+        _memory_pair(chosen, subject, names, semantic=semantic)
+        if not semantic:
+            for name, reason in _description_matches(subject, candidates):
+                add(name, reason)
     if 0 < len(names) <= offer_all_up_to:
         for name in names:
             add(name, f"offered: the instance has only {len(names)} tools")

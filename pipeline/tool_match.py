@@ -50,6 +50,7 @@ from django.conf import settings
 
 from openmates.embeddings import LocalEmbeddingError, local_embed
 from pipeline.injection_model import logistic_fit
+from pipeline.numbers import numbers_as_digits
 from skills.registry import all_tools, get_tool
 
 logger = logging.getLogger(__name__)
@@ -603,10 +604,15 @@ def tool_probabilities(text: str) -> dict[str, float] | None:
 # --- the choice -----------------------------------------------------------------------------
 
 
-def _trigger_reason(text: str, profile: ToolProfile) -> str | None:
+_NUMBER_RE = re.compile(r"\d+")
+
+
+def _trigger_reason(text: str, profile: ToolProfile, *, numbers: int = 0) -> str | None:
+    """The reason of the first of ``profile``'s triggers that matches ``text`` (its span
+    holding at least ``numbers`` numbers), or None."""
     for trigger in profile.triggers:
         match = trigger.search(text)
-        if match:
+        if match and len(_NUMBER_RE.findall(match.group(0))) >= numbers:
             # Widened to whole words and numbers: a pattern ends at the first digit it
             # needs ("7 * 2" of "17 * 23").
             start, end = match.span()
@@ -728,10 +734,16 @@ def _by_meaning(
 ) -> list[ToolChoice]:
     choices: list[ToolChoice] = []
     pending: list[ToolProfile] = []
+    # The rules also read number words as digits ("seventeen times three").
+    numbered = numbers_as_digits(text)
     for profile in profiles:
         if profile.name in skip:
             continue
         reason = _trigger_reason(text, profile)
+        if not reason and numbered is not text:
+            # Two quantities: a number word alone is no sum ("divide the kingdom among
+            # three sons").
+            reason = _trigger_reason(numbered, profile, numbers=2)
         if reason:
             choices.append(ToolChoice(profile.name, reason))
         else:

@@ -236,6 +236,11 @@ COUNTER_EXAMPLES = (
     "Vad är ett primtal?",
     "Hvad er en brøk? Forklar det enkelt",
     "Hvorfor er matematikk viktig på skolen?",
+    # Numbers that are facts about the user, not a sum to work out.
+    "My kids are 4 and 9, what games can they play together?",
+    "We're 2 adults and 3 children, which car is big enough for us?",
+    "Meine Kinder sind 5 und 8, welches Brettspiel passt?",
+    "On est 4 adultes et 2 enfants, quel gîte nous conseilles-tu ?",
 )
 _OPERATOR_WORDS = (
     r"times|multiplied by|divided by|plus|minus|over|mal|geteilt durch|durch|fois|divisé par"
@@ -245,10 +250,41 @@ _OPERATOR_WORDS = (
     r"|krát|děleno|kertaa|jaettuna|помножити на|поділити на|мінус"
     r"|gånger|delat (?:med|på)|gange|ganger|divideret med|delt (?:med|på)"
     r"|плюс|минус|乘以|乘|除以|加上|加|减去|减|足す|引く|掛ける|かける|割る|곱하기|나누기|더하기"
+    r"|çarpı|bölü|artı|eksi|επί|διά|συν|πλην|kali|dibagi|tambah|kurang|nhân|chia|cộng|trừ"
+    r"|szorozva|osztva|plusz|mínusz|ori|împărțit la|כפול|חלקי|ועוד|פחות|ضرب|مقسوم على"
+    r"|زائد|ناقص|गुणा|भाग|जोड़|घटा"
 )
 _PERCENT = (
     r"%|percent|per cent|prozent|pour ?cent|por ?ciento|per ?cento|por ?cento|procent\w*|prosent"
-    r"|процент\w*|パーセント|퍼센트"
+    r"|процент\w*|відсот\w*|パーセント|퍼센트|százalék\w*|τοις εκατό|persen|phần trăm|la sută"
+    r"|prosentti\w*|yüzde|אחוז|بالمئة|في المئة|٪"
+)
+# Verbs that share an amount out, by language; a rule wants the amount, then who or what
+# shares it (:data:`_SHARED_BY`) and a number.
+_SPLIT_VERBS = (
+    r"split|divide|teilen|teile|aufteilen|partager|partage|partageons|dividir|divide"
+    r"|dividimos|repartir|reparte|dividere|dividiamo|dividi|divida|delen|verdelen|dela|delar"
+    r"|dele|deler|dzielimy|podziel|podzielić|rozděl|rozdělit|разделить|раздели|разделим"
+    r"|поділити|поділи|поділимо|μοιράζουμε|μοίρασε|μοιράσουμε|bagi|membagi|chia|împarte"
+    r"|împărțim"
+)
+# Who or what it is shared by ("between 3", "auf 5 Leute", "entre cinco", "på tre"), by
+# language: "split into 3 teams for the 2-hour workshop" shares no amount.
+_SHARED_BY = (
+    r"between|among|amongst|by|across|durch|auf|unter|zwischen|entre|à|a|tra|fra|per|in|over"
+    r"|tussen|mellan|på|mellem|mellom|na|между|на|між|mezi|σε|untuk|kepada|cho|la"
+)
+# Verbs of sharing where words are not set apart by spaces, \b does not hold (Arabic
+# marks, Devanagari vowel signs, Hebrew prefixes) or the numbers come first (Japanese,
+# Korean, Turkish, Hungarian, Finnish): two numbers beside them are enough.
+_SPLIT_UNSPACED = (
+    r"割る|割って|割ったら|割り勘|平分|均分|分摊|(?<![a-z])AA(?![a-z])|나누면|나눠|قس[\u0651]?م"
+    r"|बाँट|बांट|תחלק|לחלק|נחלק|\bjaa\b|\bjaetaan\b|\bböl\w*|\boszd el\b|\bosszuk el\b"
+)
+# A preposition before the amount a percentage is taken of or added to, by language.
+_OF_AMOUNT = (
+    r"of|on|auf|von|sur|de|des|du|sobre|su|di|op|van|på|af|av|на|от|із|з|od|z|ze|din|dari"
+    r"|của|من|του|'?(?:den|dan|ten|tan)|מ"
 )
 TRIGGERS = (
     r"\d\s*(?:[+*×÷^]|\*\*)\s*\(?\s*-?\d",
@@ -266,6 +302,23 @@ TRIGGERS = (
     r"|divide|subtract|add up|multipliziere|dividiere|multiplie|divise|multiplica|moltiplica"
     r"|dividi|умножь|раздели|сложи|räkna ut|beräkna|regn ut|udregn|beregn|lägg ihop)\b[^.?!]*\d",
     r"(?:計算|算一下|计算|帮我算|계산)[\s\S]*\d|\d[\s\S]*(?:計算して|を計算|算一下|계산해)",
+    # An amount shared out: a verb of splitting and two quantities in one sentence ("split
+    # 84 euros between 3 of us", "Wir teilen 84 Euro durch drei", "3人で8400円を割ったら").
+    rf"\b(?:{_SPLIT_VERBS})\b[^.?!\n]*?\d[^.?!\n]*?\b(?:{_SHARED_BY})\s+(?:\S+\s+){{0,2}}?-?\d"
+    rf"|\d[^.?!\n]*?\b(?:{_SPLIT_VERBS})\b[^.?!\n]*?\b(?:{_SHARED_BY})\s+(?:\S+\s+){{0,2}}?\d"
+    rf"|(?:{_SPLIT_UNSPACED})[^.?!\n]*\d[^.?!\n]*?\d|\d[^.?!\n]*?\d[^.?!\n]*?(?:{_SPLIT_UNSPACED})",
+    # A percentage of an amount a few words apart ("7% VAT on 129", "19 % Mehrwertsteuer
+    # auf 249", "la TVA à 20 % sur 149,90"), and a share as a percentage ("38 out of 45,
+    # what percentage is that?").
+    rf"\d\s*(?:{_PERCENT})(?:\s+\S+){{0,3}}?\s+(?:{_OF_AMOUNT})\s*-?\d",
+    rf"\d\s*(?:out of|von|sur|de|su|z|из|з|av|af|van|ze|od)\s+\d[^.?!\n]*"
+    rf"(?:percentage|{_PERCENT}|pourcentage|porcentaje|percentuale|porcentagem)",
+    r"\d+\s*का\s*\d+\s*(?:%|प्रतिशत)",
+    # A number of things at a price ("6 biljetter à 95 kr", "4 билета по 750 рублей", "6
+    # biglietti da 14,50"): a price has cents or a currency, a time ("3 friends at 7") none.
+    r"\d+\s+[^\W\d_]+\s+(?:at|à|á|zu(?: je)?|je|po|по|da|por|a)\s+(?:[$€£¥]\s*)?\d+"
+    r"(?:[.,]\d{2}\b|\s*(?:€|\$|£|kr\b|zł|euros?\b|dollars?\b|pounds?\b|руб|грн|lei\b|kč"
+    r"|ft\b|chf\b|reais\b|yen\b|円|元))",
 )
 
 

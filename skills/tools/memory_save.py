@@ -223,7 +223,7 @@ COUNTER_EXAMPLES = (
     "How do I update my address on my bank's app?",
 )
 TRIGGERS = (
-    r"(?<!\byou )(?<!\bstill )\b(?:please\s+)?remember,?\s+(?:that\s+)?"
+    r"(?<!\byou )(?<!\bstill )\b(?:please\s+)?remember[,:]?\s+(?:that\s+)?"
     r"(?:i\b|i'm\b|i've\b|my\b|mine\b)"
     r"|\b(?:don't|do not|never) forget (?:that|my)\b|\bkeep in mind (?:that|my)\b"
     r"|\b(?:save|store|put|add|keep|note)\b[^.?!]{0,20}\b(?:to|in|into) (?:your |the )?memory\b"
@@ -246,7 +246,8 @@ TRIGGERS = (
     r"|\bap[uú]ntate\b|\btoma nota de que\b|\bsegna(?:ti)? che\b|\btieni presente che\b"
     r"|\bзапиши,? что\b|\bсохрани,? что\b|\bnoteer dat\b|\bzanotuj\b"
     r"|\bkom ihåg,? att\b|\bglöm inte,? att\b|\bspara,? att\b|\bnotera,? att\b"
-    r"|\bhusk,? at\b|\b(?:glem|gløm) ikke,? at\b|\bikke (?:glem|gløm),? at\b|\bgem,? at\b"
+    r"|\bhusk(?: venligst| lige| nu)?,? at\b|\bdu (?:es |das )?dir merkst\b"
+    r"|\b(?:glem|gløm) ikke,? at\b|\bikke (?:glem|gløm),? at\b|\bgem,? at\b"
     r"|\bзапам[\'\u2019\u02bc]?ятай\b|\bzapamatuj si\b|\bnezapomeň,? že\b|\bpamätaj si\b"
     r"|\bmuista,? että\b|\bälä unohda,? että\b"
     r"|メモしておいて|帮我记|기억해 ?줘|\bnot et\b|\baklında tut\b",

@@ -214,6 +214,7 @@ _WEATHER_WORDS = (
     r"|куртк\w*|пальто|гроз(?:а|ы|у|ой)|солнечн\w*|ветр\w*|туман\w*|гололед\w*|мороз\w*"
     r"|вітр\w*|сонячн\w*|kurtk\w*|płaszcz\w*|burz[aeyą]|słoneczn\w*|wietrz\w*|mgł\w*"
     r"|bund(?:a|u|y|ou)|kabát\w*|bouřk\w*|slunečn\w*|větrn\w*|mlh\w*|jacka|åsk\w*|blåsig\w*"
+    r"|prš\w*|sněž\w*|déšť|dešt\w*|regn|regnvejr|snö|snø|sne|solsken|solskinn"
     r"|dimma|jakke|frakke|torden\w*|tåge|tåke|blæs\w*|solrig|takki\w*|takin|ukkos\w*"
     r"|tuulinen|sumu\w*|lunta|ceket|fırtına\w*|güneşli|rüzgar\w*|şemsiye"
     r"|μπουφάν|βροχ\w*|χιόν\w*|καταιγίδ\w*|ζέστη|κρύο|hujan|salju|badai|cerah|berangin"
@@ -269,7 +270,7 @@ TRIGGERS = (
     r"\bκαιρ(?:ός|ό|ού)\b|\bβρέξει\b|\bβρέχει\b|\bχιονίσει\b|\bομπρέλα\b|\bcuaca\b"
     r"|\bthời tiết\b|\bcó mưa\b|\bsẽ mưa\b|الطقس|طقس|ستمطر|تمطر|هل سيكون الجو|मौसम|बारिश"
     r"|מזג האוויר|ירד גשם|יהיה גשם|\bidőjárás\w*|\besni fog\b|\besik az eső\b|\bvremea\b"
-    r"|\bva ploua\b|\bplouă\b|\bva ninge\b",
+    r"|\bva ploua\b|\bplouă\b|\bva ninge\b|\bmilyen (?:idő|az idő)\b",
     # A word of the weather or what one wears against it, and a time soon, in one sentence
     # ("Should I take a jacket in Oslo tonight?", "Gibt es heute Gewitter?").
     rf"(?:{_WEATHER_WORDS})[^.?!\n]{{0,60}}?(?:{_SOON})"
