@@ -123,7 +123,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
-            await actions.dispatch(self, parse_frame(text_data, bytes_data))
+            try:
+                frame = parse_frame(text_data, bytes_data)
+            except FrameError:
+                # A frame that does not parse counts against the frame limit as well: a
+                # client sending garbage is answered rate_limited past it, like any other.
+                await actions.rate_check(self)
+                raise
+            await actions.dispatch(self, frame)
         except FrameError as error:
             await self.deliver(
                 ev.Error(code=error.code, message=error.message, **error.ids).to_frame()

@@ -490,6 +490,20 @@ async def test_rate_limited_message_names_the_refused_message(
     assert await sync_to_async(Message.objects.filter(chat=chat).count)() == 0
 
 
+async def test_invalid_frames_count_against_the_frame_limit(ws_client, user, settings):
+    settings.PIPELINE_FRAMES_PER_10S = 3
+    client = await ws_client(user)
+    codes = []
+    for _ in range(5):
+        await client.send_text("{not json")
+        codes.append((await client.recv())["code"])
+    # The limit spent by garbage holds for a valid frame too.
+    await client.send(type="ping")
+    codes.append((await client.recv())["code"])
+
+    assert codes == ["invalid_frame"] * 3 + ["rate_limited"] * 3
+
+
 async def test_anonymous_socket_is_refused():
     from channels.testing import WebsocketCommunicator
 
