@@ -76,7 +76,7 @@ def images_read(images: Sequence[ImagePart], *, param: str) -> tuple[turn_files.
                 )
             )
         except turn_files.UnsupportedFile:
-            raise _invalid(f"Image {number} is not a {image.mime} image.", image) from None
+            raise _invalid(f"Image {number} is not a valid {image.mime} image.", image) from None
     return tuple(files)
 
 

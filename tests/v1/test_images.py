@@ -145,6 +145,14 @@ async def test_an_image_to_fetch_or_that_is_not_one_is_refused(
     assert llm_script.requests == []
 
 
+async def test_bytes_that_are_no_png_are_named_as_such(
+    vision_standard: Any, llm_script: Any
+) -> None:
+    response = await _post(vision_standard, _with_image("data:image/png;base64,AAAA"))
+
+    assert response.json()["error"]["message"] == "Image 1 is not a valid image/png image."
+
+
 @pytest.mark.parametrize(
     ("content", "says"),
     [
