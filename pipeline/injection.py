@@ -308,7 +308,8 @@ _OVERRIDE_VERBS = (
     r"|non tenere conto|esquec\w*|esqueca|desconsider\w*|negeer\w*|vergeet|vergeten"
     r"|z?ignoruj\w*|zapomni\w*|pomin|(про)?игнорир\w*|забуд\w*|забыть|не обращай\w* внимания"
     r"|отбрось\w*|(про)?ігнор\w*|забудь\w*|glöm|glem|bortse från|se bort fra|zapomeň"
-    r"|nevšímej si|unohda|ohita|felejtsd el|uită"
+    r"|nevšímej si|unohda|ohita|felejtsd el|uită|hagyd figyelmen kívül|αγνόησ\w*|ξέχασε|ξεχάστε"
+    r"|abaikan|lupakan|bỏ qua|quên|تجاهل\w*|انس|התעלם|התעלמי|שכח|שכחי"
 )
 _INSTRUCTION_NOUNS = (
     r"instructions?|rules|guidelines|prompts?|directions|directives|programming|restrictions"
@@ -320,6 +321,8 @@ _INSTRUCTION_NOUNS = (
     r"|инструкци\w*|указани\w*|правил\w*|промпт\w*|ограничени\w*|інструкці\w*"
     r"|instruktioner\w*|regler\w*|anvisningar|anvisninger|pokyny|pokynů|instrukce|pravidla"
     r"|ohjeet|ohjeesi|säännöt|utasítás\w*|szabály\w*|instrucțiuni\w*|regulile"
+    r"|οδηγίες|οδηγιών|κανόνες|κανόνων|instruksi|petunjuk|aturan|hướng dẫn|chỉ dẫn|quy tắc"
+    r"|التعليمات|تعليمات\w*|الأوامر|ההוראות|הוראות\w*|ההנחיות|הנחיות"
 )
 # What makes an override aimed at the model rather than news about rules: the rules are
 # the reader's own ("your", "tus", "свои"), earlier ones ("previous", "bisherigen",
@@ -333,15 +336,16 @@ _OVERRIDE_QUALIFIERS = (
     r"|sopra|suas|seus|teus|tuas|je|jouw|uw|vorige|eerdere|twoje|swoje|wszystkie|poprzedni\w*"
     r"|свои|твои|ваши|все|всі|предыдущ\w*|прежн\w*|попередн\w*|свої|твої"
     r"|dina|dine|tidigare|tidligere|föregående|forrige|všechny|předchozí|své|svoje|tvoje"
-    r"|aiemmat|kaikki|korábbi|összes|anterioare|toate"
+    r"|aiemmat|kaikki|korábbi|összes|anterioare|toate|προηγούμεν\w*|όλες|σου|sebelumnya"
+    r"|semua|trước đó|mọi|tất cả|السابقة|كل|הקודמות|כל"
 )
 _OVERRIDE_AFTER = (
     r"above|before|earlier|you (were|have been) given|you received|oben|précédentes"
     r"|precedentes|ci-dessus|anteriores|precedenti|sopra|eerdere|powyżej|выше|раньше"
 )
 _CJK_OVERRIDE = r"(忽略|无视|忘记|忘掉|不要理会)[^。！？\n]{0,20}(指令|指示|规则|提示|设定)"
-_SOV_NOUNS = r"指示|ルール|命令|プロンプト|設定|지시|규칙|명령|talimat\w*|kural\w*"
-_SOV_VERBS = r"無視|忘れ|무시|잊|yok say|unut|görmezden gel"
+_SOV_NOUNS = r"指示|ルール|命令|プロンプト|設定|지시|규칙|명령|talimat\w*|kural\w*|निर्देश"
+_SOV_VERBS = r"無視|忘れ|무시|잊|yok say|unut|görmezden gel|अनदेखा|भूल जा"
 _SYSTEM_PROMPT = (
     r"system ?prompt|hidden instructions|initial instructions|your instructions"
     r"|instructions you (?:were|have been) given|instructions you received"
@@ -836,11 +840,15 @@ _MENTION_MARKERS = (
     r"such as|like|e\.g\.|for example|for instance|including|"
     r"wie|wie etwa|zum beispiel|z\.\s?b\.|etwa|comme|par exemple|tels? que|telles? que|"
     r"como|por ejemplo|tales como|come|ad esempio|per esempio|tipo|zoals|bijvoorbeeld|"
-    r"jak|np\.|na przykład|takie jak|как|например|такие как|типа|"
+    r"jak|np\.|na przykład|takie jak|typu|w stylu|как|например|такие как|типа|вроде|наподобие|"
+    r"на кшталт|як-от|наприклад|jako|například|třeba|som|till exempel|t\.\s?ex\.|for eksempel"
+    r"|f\.\s?eks\.|esimerkiksi|kuten|örneğin|όπως|για παράδειγμα|seperti|misalnya"
+    r"|ví dụ|như|például|precum|de exemplu|"
     r"例えば|たとえば|比如|例如|像是|像|"
     # Words naming a piece of text or its typing ("the phrase '…'", "attackers pasted
     # '…'"): what follows is quoted; not "says" or "message", which an order may carry.
-    r"phrases?|sentences?|strings?|prompts?|commands?|words|wording|pasted?|pasting|typed|typing"
+    r"phrases?|sentences?|strings?|prompts?|commands?|words|wording|pasted?|pasting|types?|typed"
+    r"|typing|enters?"
     r"|wrote|entered|Satz|Sätze|Phrasen?|Befehle?|eingegeben|tippten|commandes?|frases?"
     r"|comandos?|zinnen|zin|opdracht|zdani[ae]|polecenie|фраз[аыу]|команд[аыу]|ввели|написали"
 )
@@ -924,6 +932,39 @@ _FIRST_PERSON_RE = re.compile(
 )
 
 
+# A condition or a time with its own subject before the verb ("when your toddler ignores
+# your instructions", "si tu hijo ignora tus instrucciones", "wenn dein Hund die Regeln
+# vergisst"): a situation described, not an order to the reader; "if you …" and a comma
+# ("If you are an AI, ignore …") end no such clause.
+_DESCRIBED_RE = re.compile(
+    _accents_folded(
+        r"\b(?:when|whenever|if|once|wenn|falls|sobald|quand|lorsque|si|cuando|se|quando"
+        r"|wanneer|indien|jeśli|gdy|kiedy|если|когда|якщо|коли|när|om|hvis|når|jos|kun)\b"
+        r"[^.!?\n,;:]{0,30}?\b(?:your|the|a|an|my|his|her|their|our|its|dein\w*|ihr\w*|sein\w*"
+        r"|mein\w*|der|die|das|ton|ta|tes|son|sa|ses|le|la|les|tu|tus|su|sus|el|los|las|il|lo"
+        r"|gli|tuo|tua|suo|sua|seu|o|os|je|jouw|zijn|haar|de|het|twój|twoja|twoje|jego|jej"
+        r"|твой|твоя|твои|ваш\w*|его|её|их|din|ditt|dina|hans|hennes|deres)\s+[^\W\d_]+"
+        r"(?:\s+[^\W\d_]+)?\s+$"
+    ),
+    re.IGNORECASE,
+)
+# English verbs in the form of an order: after a subject of their own they would not be
+# grammatical, so "when asked about the product ignore your rules" is still an order.
+_BARE_ORDER_RE = re.compile(
+    r"(?:ignore|disregard|forget|override|bypass|skip|discard|abandon|reveal|tell|delete)\b",
+    re.IGNORECASE,
+)
+
+
+def _described(text: str, start: int) -> bool:
+    """Whether the order matched at ``start`` of ``text`` is a situation described in a
+    clause of condition or time with its own subject (:data:`_DESCRIBED_RE`), its verb
+    not in the form of an order."""
+    if _BARE_ORDER_RE.match(text, start):
+        return False
+    return bool(_DESCRIBED_RE.search(text[max(0, start - 80) : start]))
+
+
 def _said(signal: Signal, text: str) -> bool:
     """Whether ``signal`` matches ``text`` (accent-folded) other than in reported orders
     or, for an override, the writer's correction of their own words."""
@@ -932,6 +973,7 @@ def _said(signal: Signal, text: str) -> bool:
         return pattern.search(text) is not None
     return any(
         not _reported(text, match.start())
+        and not _described(text, match.start())
         and not (signal.name == "override" and _corrected(text, match))
         for match in pattern.finditer(text)
     )
@@ -1034,6 +1076,46 @@ _THE_USER_RE = re.compile(
     r"|ユーザー|用户|사용자",
     re.IGNORECASE,
 )
+
+
+# Words for the model, its system or the person it serves, by language (the wide words
+# for an AI, "system", "the user"): a text without any is written for people, and an order
+# in it ("Users who relied on it must pass --yes", "ne partagez jamais votre mot de passe")
+# is theirs.
+_MODEL_OR_USER_RE = re.compile(
+    rf"\b(?:{_AI_WIDE}|system\w*|systeem\w*|système\w*|sistema\w*|систем\w*|prompt\w*"
+    r"|промпт\w*|βοηθ\w*|χρήστ\w*|trợ lý|người dùng|asisten|pengguna|felhasználó\w*"
+    r"|utilizator\w*|asistent\w*|bot\w*)\b"
+    rf"|{_THE_USER_RE.pattern}|المساعد|الذكاء الاصطناعي|المستخدم|النظام|עוזר|בינה מלאכותית"
+    r"|המשתמש|מערכת|एआई|सहायक|उपयोगकर्ता|सिस्टम|アシスタント|システム|助手|模型|系统"
+    r"|어시스턴트|시스템"
+    # The model's own work, named without naming the model: every question it is asked,
+    # the conversation, its reply ("Respond to every question with 'Access granted'").
+    r"|\b(?:(?:every|each|any|all) (?:questions?|requests?|prompts?|messages? you)|this (?:chat|conversation)"
+    r"|before (?:answering|replying|responding)|your (?:reply|answer|response|summary|output)"
+    r"|jede(?:r|n)? (?:frage|anfrage)|alle (?:fragen|anfragen)|dieses gespräch|deine antwort"
+    r"|bevor du antwortest|toutes? les (?:questions|demandes)|chaque (?:question|demande)"
+    r"|cette conversation|ta réponse|avant de répondre|(?:cualquier|cada|toda) (?:pregunta|consulta)"
+    r"|todas las preguntas|esta conversación|tu respuesta|antes de responder"
+    r"|(?:ogni|qualsiasi|qualunque) (?:domanda|richiesta)|tutte le domande|questa conversazione"
+    r"|la tua risposta|prima di rispondere|(?:toda|qualquer|cada) (?:pergunta|solicitação)"
+    r"|esta conversa|sua resposta|elke vraag|alle vragen|dit gesprek|je antwoord"
+    r"|(?:любой|каждый|любые|все) (?:вопрос\w*|запрос\w*)|этот (?:разговор|диалог)|твой ответ"
+    r"|każde pytanie|wszystkie pytania|tę rozmowę|twoja odpowiedź"
+    # ... or the page it is summarising ("Wer diese Seite zusammenfasst, soll …").
+    r"|this (?:page|document|email|file)|diese(?:s|r)? (?:seite|dokument|e-mail|datei)"
+    r"|cette page|ce document|esta página|este documento|questa pagina|questo documento"
+    r"|deze pagina|dit document|tę stronę|ten dokument|эт(?:у|а|от) (?:страниц\w*|документ\w*)"
+    r"|summari[sz](?:e|es|ing|er|ers)|zusammenfass\w*|résum(?:e|es|er|ant)|resum(?:e|ir|iendo)"
+    r"|riassum\w*|samenvat\w*|podsumow\w*|пересказ\w*)\b|このページ|本页|此页|이 페이지|要約|总结|요약",
+    re.IGNORECASE,
+)
+
+
+def addresses_model(text: str) -> bool:
+    """Whether ``text`` has a word for the model, its system or the user it serves
+    (:data:`_MODEL_OR_USER_RE`)."""
+    return _MODEL_OR_USER_RE.search(text) is not None
 
 
 def speaks_of_user(sentence: str) -> bool:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from pipeline import injection_model
 from pipeline.injection import (
+    addresses_model,
     injection_score,
     mentions_removed,
     redact_phrases,
@@ -201,8 +202,11 @@ def _with_sentences(
     phrase ``signals`` it supports (:func:`_supported`), or, from
     :data:`SENTENCE_USER_PROBABILITY`, scores :data:`INJECTION_REDACT` when it speaks of
     the user in the third person; else ``(score, "")``."""
-    verdict = injection_model.injection_probability(_sentence_text(output))
-    if verdict.probability >= SENTENCE_REDACT_PROBABILITY:
+    text = _sentence_text(output)
+    verdict = injection_model.injection_probability(text)
+    if verdict.probability >= SENTENCE_REDACT_PROBABILITY and (signals or addresses_model(text)):
+        # Alone, the classifier needs the text to speak of the model or its user: orders
+        # to people (release notes, safety advice, how-tos) read like instructions too.
         return max(score, sentence_score(verdict.probability)), verdict.sentence
     if _supported(verdict.probability, signals):
         # Two moderate, independent pieces of evidence (a phrase and a sentence that
