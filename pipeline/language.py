@@ -731,6 +731,11 @@ _GROUPS = (*_GROUPS, _LATIN_SOUTH_SLAVIC)
 _WORDS_RE = re.compile(r"(?:[^\W\d_]|[\u0900-\u097f])+", re.UNICODE)
 
 
+def tokens(text: str) -> list[str]:
+    """The words of ``text`` in lower case (letters only; Devanagari's vowel signs kept)."""
+    return _WORDS_RE.findall(text.lower())
+
+
 # Per member of a group, the group's letters it never writes (its alphabet's): each one in
 # a text counts against it as much as one of its own letters counts for it. Belarusian
 # writes Russian's ы, э, ё but never и, щ, ъ; Polish none of Czech's and Slovak's č, š,
@@ -877,7 +882,7 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         "explique novamente não"
     ),
     "nl": _words(
-        "de het een en of maar van naar voor met over is zijn was waren kan zou wil jij je "
+        "de het een en of maar van naar voor met over aan is zijn was waren kan zou wil jij je "
         "jouw ik mij mijn wij ons dit deze wat welke wie hoe waarom wanneer waar alsjeblieft "
         "leg nog eens niet"
     ),
@@ -942,3 +947,65 @@ def function_word_language(
     if hits[best] >= FUNCTION_WORDS_MIN and hits[best] - own >= margin:
         return best
     return guess
+
+
+# English terms of software and office work other languages borrow as they are, often
+# with their own endings ("pull requestin", "deployn", "feedbacket", "updaten"): their
+# letters pull a character n-gram model towards English (or a language whose n-grams
+# they resemble) while the grammar around them is the message's own. Not the short ones
+# ("app", "mail", "team", "link", "pull"): languages write them as their own words too.
+LOANWORDS: frozenset[str] = _words(
+    "request requests deploy deployment deployen update updates upgrade feedback meeting "
+    "meetings build framework backend frontend commit merge branch crash login logout "
+    "timeout review pipeline rollback release server cloud startup dashboard workflow "
+    "container cluster issue ticket sprint deadline online offline download upload laptop "
+    "email account password browser bugfix hotfix repository endpoint database query "
+    "script plugin setup cache router design layout feature provider migration migrations "
+    "dependencies notification notifications debug performance conflict"
+)
+# An English term followed by at most this many letters of an ending is still the term.
+LOANWORD_ENDING = 4
+
+
+def is_loanword(token: str) -> bool:
+    """Whether ``token`` (lower case, without punctuation) is one of :data:`LOANWORDS`,
+    bare or with a short ending of the borrowing language ("requestin", "update'cie")."""
+    stem = re.split(r"['\u2019-]", token, maxsplit=1)[0]
+    # Only terms of five letters or more take an ending: "appena", "bugün", "links" are
+    # Italian's, Turkish's and German's own words.
+    return stem in LOANWORDS or any(
+        stem[:-cut] in LOANWORDS for cut in range(1, LOANWORD_ENDING + 1) if len(stem) - cut >= 5
+    )
+
+
+def _listed_words() -> dict[str, frozenset[str]]:
+    listed: dict[str, set[str]] = {}
+    for group in _GROUPS:
+        for code, (_, words) in group.items():
+            listed.setdefault(code, set()).update(words)
+    for code, words in FUNCTION_WORDS.items():
+        listed.setdefault(code, set()).update(words)
+    return {code: frozenset(words) for code, words in listed.items()}
+
+
+# Per language, the words the tables above list for it (function words, close-group words).
+LISTED_WORDS = _listed_words()
+
+
+def words_only_of(text: str, guess: str, candidates: list[str], fallback: str) -> bool:
+    """Whether ``text`` holds more of ``guess``'s listed words (:data:`LISTED_WORDS`) than of
+    any other of ``candidates``' and none of ``fallback``'s: a question of a few words
+    around code ("Wat doet `chmod 755` precies?") is too short for py3langid to be sure,
+    but its words are only the guess's. Not a single word: one is a loanword or a name
+    more often than a change of language ("Ancora" in an English chat)."""
+    tokens = _WORDS_RE.findall(text.lower())
+    if len(tokens) < 2:
+        return False
+
+    def hits(code: str) -> int:
+        return sum(token in LISTED_WORDS.get(code, ()) for token in tokens)
+
+    own = hits(guess)
+    if own == 0 or hits(fallback) > 0:
+        return False
+    return all(hits(code) < own for code in candidates if code != guess)
