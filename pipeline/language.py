@@ -37,6 +37,11 @@ def _words(text: str) -> frozenset[str]:
 # "till", "var", "vem", "när", "också", "vill", "detta"): evidence for both against
 # Swedish, a tie between the two (which the chat's language then settles).
 _DANISH_NORWEGIAN = ("er", "og", "til", "hvor", "hvem", "når", "også", "vil", "dette")
+# Words Bulgarian, Macedonian and Serbian write alike (e, se, si, li, za): Bulgarian's
+# evidence against Russian and Ukrainian, no evidence among the three; and the one
+# Macedonian and Serbian write alike (ova: "this").
+_BG_MK_SR = ["е", "се", "си", "ли", "за"]
+_MK_SR_WORDS = ["ова"]
 _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
     {
         "es": (
@@ -211,6 +216,10 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "göra",
                     "igen",
                     "snälla",
+                    # Also Danish's "after" (Norwegian "etter"); "give" (Danish "give",
+                    # Norwegian "gi").
+                    "efter",
+                    "ge",
                     # Also Danish's greeting; Norwegian writes "hei".
                     "hej",
                 ]
@@ -459,12 +468,22 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
         "mk": (
             "\u0453\u045c\u0455\u0458\u0459\u045a\u045f",
             frozenset(
-                ["што", "како", "ова", "сум", "зошто", "каде", "можам", "благодарам", "сакам"]
+                [
+                    *("што", "како", "сум", "зошто", "каде", "можам", "благодарам", "сакам"),
+                    *_BG_MK_SR,
+                    *_MK_SR_WORDS,
+                ]
             ),
         ),
         "sr": (
             "\u0452\u045b\u0458\u0459\u045a\u045f",
-            frozenset(["шта", "како", "ово", "сам", "зашто", "где", "могу", "хвала", "желим"]),
+            frozenset(
+                [
+                    *("шта", "како", "ово", "сам", "зашто", "где", "могу", "хвала", "желим"),
+                    *_BG_MK_SR,
+                    *_MK_SR_WORDS,
+                ]
+            ),
         ),
     },
     {
@@ -897,7 +916,7 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         "biz bana beni benim lütfen"
     ),
     "hu": _words(
-        "és az egy hogy nem van mi mit hogyan miért ez ezt meg vagy kérlek nekem engem "
+        "a és az egy hogy nem van mi mit hogyan miért ez ezt meg vagy kérlek nekem engem "
         "szeretnék tudsz"
     ),
     "fi": _words(
