@@ -149,3 +149,32 @@ def test_retry_of_a_failed_regenerated_answer_answers_again_beside_the_done_one(
     answers = Message.objects.filter(chat__owner__username="reretry", role="assistant")
     assert sorted(answers.values_list("status", flat=True)) == ["done", "done", "failed"]
     assert len({a.parent_id for a in answers}) == 1
+
+
+def test_no_edit_or_regenerate_shows_while_a_turn_runs_in_the_chat(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    llm.set_json(summary="")
+    llm.queue(
+        Turn(pieces=["Answer one."]),
+        Turn(pieces=["Slow", " answer", " two."], gap_s=1.0),
+    )
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "busyversions")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "First question")
+    _answered(page, "Answer one.")
+    page.wait_for_selector(".msg-assistant .regenerate")
+    assert page.locator(".msg-user .edit").count() == 1
+
+    send(page, "Second question")
+    page.wait_for_selector(".msg-assistant >> nth=1 >> .msg-body:has-text('Slow')")
+    # Regenerating the first answer (or editing a question) now would show another branch
+    # and hide the running exchange.
+    assert page.locator(".regenerate").count() == 0
+    assert page.locator(".edit").count() == 0
+
+    _answered(page, "Slow answer two.")
+    page.wait_for_selector(".msg-assistant >> nth=1 >> .regenerate")
+    assert page.locator(".regenerate").count() == 1
+    assert page.locator(".msg-user .edit").count() == 2

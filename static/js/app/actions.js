@@ -117,6 +117,7 @@ export class ChatActions {
     };
     state.outbox.set(messageId, files.length ? { ...frame, files: frameFiles(files) } : frame);
     this.view.upsert({ message_id: messageId, role: "user", content, status: "waiting" });
+    this.view.dropTurnControls();
     this.view.scrollToEnd(true);
     // IndexedDB's outbox keeps the text and the files' embeds, encrypted.
     await this.storage.keepOutgoing(frame);

@@ -205,6 +205,13 @@ export class ConversationView {
   // Replaces a message's version controls (parts: elements, versions.js).
   // A reader at the bottom stays there: the controls under the last answer would
   // otherwise sit under the composer.
+  // Takes away every Edit and Regenerate button (a turn started in the chat shown).
+  dropTurnControls() {
+    for (const node of this.nodes.values()) {
+      for (const button of node.controls.querySelectorAll("button.edit, button.regenerate")) button.remove();
+    }
+  }
+
   setControls(messageId, parts) {
     const node = this.nodes.get(messageId);
     if (!node) return;

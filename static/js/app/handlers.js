@@ -148,6 +148,7 @@ async function startTurn({ screen, storage, view }, frame) {
   turn.userMessageId = frame.message_id;
   turn.assistantMessageId = frame.assistant_message_id;
   state.branchTips.set(frame.chat_id, frame.assistant_message_id);
+  if (frame.chat_id === state.currentChatId) view.dropTurnControls();
   screen.status("");
   screen.showTurn(turn);
   screen.syncStopButton();
@@ -295,6 +296,8 @@ async function finishTurn({ screen, storage, view }, frame) {
     const rows = await state.store.messages(turn.chatId);
     if (!rows.some((m) => m.message_id === turn.userMessageId && m.encrypted_content)) await storage.fetchChat(turn.chatId);
   }
+  // Edit and Regenerate come back now that no turn runs in the chat.
+  await screen.refreshVersions(turn.chatId);
 }
 
 // An answer that ended without text (failed, stopped at once) is kept as IndexedDB holds

@@ -160,13 +160,23 @@ export class Screen {
     this.offerRetry(chatId, rows);
   }
 
-  // The version arrows, Edit and Regenerate of the shown branch's messages.
+  // The version arrows, Edit and Regenerate of the shown branch's messages. While a turn
+  // runs in the chat (or a message waits to be accepted) there is no Edit or Regenerate:
+  // either would show another branch, hiding the running exchange.
   showVersions(chatId, branch) {
-    const editable = !isReadOnly(state.chats.get(chatId));
+    const busy = activeTurnOf(chatId)[0] !== null || [...state.outbox.values()].some((frame) => frame.chat_id === chatId);
+    const editable = !isReadOnly(state.chats.get(chatId)) && !busy;
     for (const [index, entry] of branch.entries()) {
       const last = index === branch.length - 1 && !isStreaming(entry.row.message_id);
       this.view.setControls(entry.row.message_id, versionControls(entry, { last, editable, handlers: this.view.handlers }));
     }
+  }
+
+  // The controls of the shown branch again (after a turn ended), without decrypting it anew.
+  async refreshVersions(chatId) {
+    if (chatId !== state.currentChatId || !state.store || isServerManaged(state.chats.get(chatId))) return;
+    const stored = (await state.store.messages(chatId)).map((row) => ({ ...row, status: settledStatus(row) }));
+    this.showVersions(chatId, branchOf(stored, chosenOf(chatId), state.replaced));
   }
 
   offerRetry(chatId, rows) {
