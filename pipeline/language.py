@@ -878,32 +878,32 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
     "de": _words(
         "der die das den dem des ein eine einen und oder aber von zu für mit aus über ist "
         "sind war waren sein kann könnte würde soll wird du dein ich mich mein wir unser es "
-        "dies diese was welche wer wie warum wann wo bitte erkläre nochmal nicht auf noch"
+        "dies diese was welche wer wie wieviel warum wann wo bitte erkläre nochmal nicht auf noch"
     ),
     "fr": _words(
         "le la les un une des et ou mais de du à pour avec sur est sont était être peux "
         "pourrais voudrais tu ton je me mon nous notre il ce cette ces que quoi qui comment "
-        "pourquoi quand où s'il plaît explique encore ne pas"
+        "pourquoi quand où combien s'il plaît explique encore ne pas"
     ),
     "es": _words(
         "el la los las un una unos y o pero de del a para con sobre es son era ser puedes "
         "podrías tú tu yo me mi nosotros nuestro esto esta estos qué cuál quién cómo por "
-        "cuándo dónde favor explica otra vez no"
+        "cuándo dónde cuánto cuánta cuántos cuántas favor explica otra vez no"
     ),
     "it": _words(
         "il lo la i gli le un una e o ma di del della a per con su è sono era essere puoi "
         "potresti tu tuo io mi mio noi nostro questo questa che cosa chi come perché quando "
-        "dove favore spiega ancora non"
+        "dove quanto quanta quanti quante favore spiega ancora non"
     ),
     "pt": _words(
         "o a os as um uma e ou mas de do da para com sobre é são era ser pode poderia você "
         "seu eu me meu nós nosso isto esta estes que qual quem como por quando onde favor "
-        "explique novamente não"
+        "explique novamente não quanto quanta quantos quantas"
     ),
     "nl": _words(
         "de het een en of maar van naar voor met over aan is zijn was waren kan zou wil jij je "
         "jouw ik mij mijn wij ons dit deze wat welke wie hoe waarom wanneer waar alsjeblieft "
-        "leg nog eens niet"
+        "hoeveel leg nog eens niet"
     ),
     # Latin-script languages outside the close groups, so that a text py3langid is unsure
     # of ("Cum instalez Python pe Windows?") can be placed by its grammar words too.
@@ -982,6 +982,9 @@ LOANWORDS: frozenset[str] = _words(
     "script plugin setup cache router design layout feature provider migration migrations "
     "dependencies notification notifications debug performance conflict"
 )
+# Short English terms that count as borrowed only beside one of LOANWORDS ("pull
+# request", "code review", "push notification", "team meeting").
+SHORT_LOANWORDS: frozenset[str] = _words("pull push code app team bug mail link")
 # An English term followed by at most this many letters of an ending is still the term.
 LOANWORD_ENDING = 4
 

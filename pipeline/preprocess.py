@@ -91,14 +91,14 @@ _INSTRUCTION_VERB_WORDS: dict[str, str] = {
     "it": "traduci tradurre traducimi riassumi riassumere correggi correggere spiega",
     "pt": "traduza traduzir traduz resuma resumir corrija corrigir explique",
     "nl": "vertaal vertalen samenvatten verbeter betekent",
-    "pl": "przetłumacz przetłumaczyć streść popraw",
+    "pl": "przetłumacz przetłumaczyć streść podsumuj popraw",
     "ru": "переведи переведите перевести перескажи исправь",
     "uk": "переклади перекладіть перекласти",
-    "sv": "översätt",
-    "da": "oversæt",
-    "no": "oversett",
-    "fi": "käännä",
-    "tr": "çevir tercüme",
+    "sv": "översätt sammanfatta",
+    "da": "oversæt opsummer",
+    "no": "oversett oppsummer",
+    "fi": "käännä tiivistä",
+    "tr": "çevir tercüme özetle",
     "ja": "翻訳 翻訳して 要約 要約して 訳して",
     "zh": "翻译 翻譯 总结 總結",
     "ko": "번역 번역해 번역해줘 요약",
@@ -740,7 +740,14 @@ def _ranking_text(sample: str) -> str:
     "Miten teen pull requestin GitHubissa?") and product names with a digit or an inner
     capital ("GitHubissa", "TypeScriptiä"), when enough of it is left; else ``sample``."""
     words = sample.split()
-    kept = [word for word in words if not _borrowed(word.strip(".,;:!?()\"'«»¿¡"))]
+    borrowed = [_borrowed(word.strip(".,;:!?()\"'«»¿¡")) for word in words]
+    # A short term beside a borrowed one is borrowed too ("pull request", "code review").
+    beside = [
+        word.strip(".,;:!?()\"'«»¿¡").casefold() in languages.SHORT_LOANWORDS
+        and any(borrowed[max(i - 1, 0) : i + 2])
+        for i, word in enumerate(words)
+    ]
+    kept = [word for word, b, s in zip(words, borrowed, beside, strict=True) if not (b or s)]
     if len(kept) == len(words) or len(kept) < RANKED_WORDS_MIN:
         return sample
     # English around the terms is English ("Fix the login bug", "Merge conflict in main"):
