@@ -757,9 +757,12 @@ def _ranking_text(sample: str) -> str:
     return " ".join(kept)
 
 
-_ENGLISH_GRAMMAR = languages.FUNCTION_WORDS["en"] | frozenset(
-    ["in", "on", "at", "by", "into", "up", "out", "now", "today", "tomorrow", "there"]
-)
+# English's function words and prepositions, but those other languages write as their own
+# ("a": Hungarian's article; "i": Polish "and"; "me", "do", "my").
+_ENGLISH_GRAMMAR = (
+    languages.FUNCTION_WORDS["en"]
+    | frozenset(["in", "on", "at", "by", "into", "up", "out", "now", "today", "tomorrow", "there"])
+) - frozenset(["a", "i", "me", "do", "my"])
 
 
 _JOINER_RE = re.compile("['\u2019]")
