@@ -68,6 +68,7 @@ ADDRESSED_SIGNALS = frozenset(
         "ignore_user",
         "from_now_on",
         "role",
+        "conversation",
     ]
 )
 # A weak order addressed to nobody in particular (an override of rules, a harmful action,
