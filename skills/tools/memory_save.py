@@ -223,7 +223,9 @@ COUNTER_EXAMPLES = (
     "How do I update my address on my bank's app?",
 )
 TRIGGERS = (
-    r"(?<!\byou )(?<!\bstill )\b(?:please\s+)?remember[,:]?\s+(?:that\s+)?"
+    # Not "I remember my grandmother's kitchen": a memory told, not one to keep.
+    r"(?<!\byou )(?<!\bstill )(?<!\bi )(?<!\bwe )(?<!\bthey )"
+    r"\b(?:please\s+)?remember[,:]?\s+(?:that\s+)?"
     r"(?:i\b|i'm\b|i've\b|my\b|mine\b)"
     r"|\b(?:don't|do not|never) forget (?:that|my)\b|\bkeep in mind (?:that|my)\b"
     r"|\b(?:save|store|put|add|keep|note)\b[^.?!]{0,20}\b(?:to|in|into) (?:your |the )?memory\b"

@@ -212,7 +212,7 @@ _WEATHER_WORDS = (
     r"|giubbotto|cappotto|temporal[ei]|soleggiato|nebbia|crema solare|casaco|jaqueta"
     r"|tempestade|ensolarado|nevoeiro|protetor solar|jas|onweer|zonnig|ijzel|zonnebrand"
     r"|куртк\w*|пальто|гроз(?:а|ы|у|ой)|солнечн\w*|ветр\w*|туман\w*|гололед\w*|мороз\w*"
-    r"|вітр\w*|сонячн\w*|kurtk\w*|płaszcz\w*|burz[aeyą]|słoneczn\w*|wietrz\w*|mgł\w*"
+    r"|вітр\w*|сонячн\w*|kurtk\w*|płaszcz\w*|burz[aeyą]|wiać|wieje|wiało|wietrznie|słoneczn\w*|wietrz\w*|mgł\w*"
     r"|bund(?:a|u|y|ou)|kabát\w*|bouřk\w*|slunečn\w*|větrn\w*|mlh\w*|jacka|åsk\w*|blåsig\w*"
     r"|prš\w*|sněž\w*|déšť|dešt\w*|regn|regnvejr|snö|snø|sne|solsken|solskinn"
     r"|dimma|jakke|frakke|torden\w*|tåge|tåke|blæs\w*|solrig|takki\w*|takin|ukkos\w*"
