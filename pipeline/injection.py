@@ -28,6 +28,8 @@ action (exfiltrate, delete, ask for a password: 3.5), concealment (3), hidden te
 when a signal shows only once invisible characters are decoded), "tell the user …" /
 "state that …" (2.5), "new instructions" (2.5). Not counted: orders reported in an
 article ("pages telling the model to ignore its instructions", :func:`_reported`),
+situations described in a clause of condition or time with its own subject ("when your
+toddler ignores your instructions", :func:`_described`),
 quotations given as examples (:func:`mentions_removed`), the writer's correction of their
 own or topical instructions (:func:`_corrected`), "from now on" memos about the work of
 staff, field labels ("Model: XR-200") and a person's new status or job. Verbs are matched by stem and also in the text

@@ -15,7 +15,9 @@ sentence, from :data:`SENTENCE_SUPPORT_PROBABILITY`, adds :data:`SENTENCE_SUPPOR
 to phrases that speak to the model, :data:`ADDRESSED_SIGNALS`, and from
 :data:`SENTENCE_ORDER_SUPPORT_PROBABILITY` to weak orders, :data:`WEAK_ORDER_SIGNALS`; a
 sentence from :data:`SENTENCE_USER_PROBABILITY` that speaks of "the user" scores
-:data:`INJECTION_REDACT`): below
+:data:`INJECTION_REDACT`; without any phrase signal the classifier counts only in a text
+that names the model, its system or its user, :func:`pipeline.injection.addresses_model`):
+below
 :data:`INJECTION_REDACT` kept, from it up to below :data:`INJECTION_BLOCK` the matching
 phrases (or the flagged sentence) replaced by ``[redacted]``, from :data:`INJECTION_BLOCK`
 on the result (or error) withheld. The screened dict carries ``"screening": {"score",
