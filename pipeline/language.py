@@ -725,7 +725,7 @@ _LATIN_SOUTH_SLAVIC: dict[str, tuple[str, frozenset[str]]] = {
             "što tko gdje ovdje vrijeme lijep lijepo lijepa mlijeko rijeka dijete uvijek "
             "trebam trebaš trebate tjedan tjedna tjedno kruh kava tisuća glazba obitelj "
             "sveučilište kazalište zrak točno sretan sretno jučer vlak nogomet povijest "
-            "uvjet općenito cijena cijeli pjesma vjerujem sjećam htio htjela tvrtka"
+            "uvjet općenito cijena cijeli pjesma vjerujem sjećam htio htjela tvrtka tjedni tjednu"
         ),
     ),
     "sr": (
@@ -734,14 +734,14 @@ _LATIN_SOUTH_SLAVIC: dict[str, tuple[str, frozenset[str]]] = {
             "šta ko gde ovde vreme lep lepo lepa mleko reka dete uvek nedelja nedelje "
             "nedelju hleb kafa hiljada hiljadu muzika porodica univerzitet pozorište "
             "vazduh tačno srećan srećno juče voz fudbal istorija uslov uopšte cena ceo "
-            "pesma verujem sećam hteo htela firma"
+            "pesma verujem sećam hteo htela firma nedeljni nedeljno"
         ),
     ),
     "sl": (
         "",
         _words(
             "kaj kje zakaj kdo sem smo ste so lahko prosim tudi ker ampak zelo danes "
-            "jutri včeraj rad rada nisem in pri vprašanje načrt tem tega lepo"
+            "jutri včeraj rad rada nisem in pri vprašanje načrt tem tega lepo naredim narediti"
         ),
     ),
 }
