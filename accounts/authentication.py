@@ -1,4 +1,5 @@
-"""REST authentication by API token: ``Authorization: Bearer om_<prefix>_<secret>``.
+"""REST authentication: the session (browsers), with its own error code for a failed CSRF
+check, and the API token: ``Authorization: Bearer om_<prefix>_<secret>``.
 
 Listed after ``SessionAuthentication`` in ``REST_FRAMEWORK``: a request without a Bearer
 header is left to the session (browsers). A Bearer header whose token is malformed,
@@ -12,14 +13,40 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import User
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.exceptions import APIException
+from rest_framework.authentication import (
+    BaseAuthentication,
+    SessionAuthentication,
+    get_authorization_header,
+)
+from rest_framework.exceptions import APIException, PermissionDenied
 from rest_framework.request import Request
 
 from accounts.models import ApiToken
 from accounts.services import api_token_authenticate
 
 BEARER_REALM = 'Bearer realm="api"'
+
+
+class CsrfFailedError(PermissionDenied):
+    """403 for a session request whose CSRF token is missing or wrong (stable code
+    ``csrf_failed``; DRF's is the generic ``permission_denied``)."""
+
+    default_code = "csrf_failed"
+
+
+class CsrfCheckedSessionAuthentication(SessionAuthentication):
+    """DRF's session authentication, its CSRF refusal answered with ``csrf_failed``."""
+
+    def enforce_csrf(self, request: Request) -> None:
+        """DRF's check (Django's ``CsrfViewMiddleware`` logic).
+
+        Raises:
+            CsrfFailedError: the reason in its message ("CSRF Failed: …").
+        """
+        try:
+            super().enforce_csrf(request)
+        except PermissionDenied as refused:
+            raise CsrfFailedError(str(refused.detail)) from None
 
 
 class InvalidApiTokenError(APIException):

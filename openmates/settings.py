@@ -247,7 +247,7 @@ LOCAL_EMBEDDING_PROCESS = env_bool("LOCAL_EMBEDDING_PROCESS", default=True)
 # --- Django REST framework. ---
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
+        "accounts.authentication.CsrfCheckedSessionAuthentication",
         # Non-browser clients: ``Authorization: Bearer <token>`` (a hashed per-user token).
         "accounts.authentication.ApiTokenAuthentication",
     ],

@@ -194,6 +194,27 @@ def test_a_bearer_token_lists_its_users_chats(
     assert ApiToken.objects.get(pk=token.pk).last_used_at is not None
 
 
+def test_a_session_write_without_csrf_token_is_csrf_failed(
+    keyed_owner: Any, chat_instance: Any
+) -> None:
+    from instances.models import InstanceMember
+
+    InstanceMember.objects.create(instance=chat_instance, user=keyed_owner, role="member")
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(keyed_owner)
+
+    response = client.post(
+        "/api/chats/",
+        {"chat_id": new_id(), "instance": chat_instance.slug, "encrypted_chat_key": CHAT_KEY},
+        format="json",
+    )
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "csrf_failed"
+    assert response.json()["message"].startswith("CSRF Failed:")
+    assert not Chat.objects.filter(owner=keyed_owner).exists()
+
+
 def test_a_bearer_token_writes_without_csrf(keyed_owner: Any, chat_instance: Any) -> None:
     from instances.models import InstanceMember
 
