@@ -101,5 +101,12 @@ def test_a_chat_whose_key_cannot_be_opened_is_listed_and_read_only(
         assert device.is_disabled("#send")
         assert device.is_disabled("#attach")
         assert Chat.objects.get(pk=chat.pk).message_count == 2
+        # In the place of the messages, why they are not shown (not an empty chat).
+        device.wait_for_selector("#empty-state:has-text('This chat has 2 messages')")
+        assert device.inner_text("#empty-state") == (
+            "This chat has 2 messages, but its key cannot be opened in this browser (it is"
+            " wrapped under another key), so they cannot be shown here."
+        )
+        assert device.locator(".msg").count() == 0
     finally:
         context.close()

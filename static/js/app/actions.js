@@ -49,6 +49,14 @@ export class ChatActions {
     this.chatList.setActive(chatId);
     this.screen.setHeader();
     const record = state.chats.get(chatId);
+    if (record && record.undecryptable) {
+      // Its messages are there, but nothing of it opens in this browser: say so rather
+      // than show an empty chat or a decryption error per message.
+      const count = record.message_count || 0;
+      this.view.showNotice(`This chat has ${count} message${count === 1 ? "" : "s"}, but its key cannot be opened in this browser (it is wrapped under another key), so they cannot be shown here.`);
+      this.screen.syncStopButton();
+      return;
+    }
     const stored = await state.store.messages(chatId);
     if (record && record.message_count > stored.filter((m) => m.encrypted_content).length) {
       await this.storage.fetchChat(chatId);

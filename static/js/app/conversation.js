@@ -23,6 +23,7 @@ export class ConversationView {
     this.scroller = scroller;
     this.list = list;
     this.empty = empty;
+    this.emptyText = empty.textContent;
     this.handlers = handlers; // {onFollowUp, onRetry, onCancelTool, onConsent}
     this.nodes = new Map(); // message_id -> {root, body, meta, tools, extras, content, role}
     this.pendingRender = new Set();
@@ -32,7 +33,14 @@ export class ConversationView {
   clear() {
     this.nodes.clear();
     this.list.replaceChildren(this.empty);
+    this.empty.textContent = this.emptyText;
     this.empty.hidden = false;
+  }
+
+  // Says, in the place of the messages, why they are not shown (the chat's key does not open).
+  showNotice(text) {
+    this.clear();
+    this.empty.textContent = text;
   }
 
   nearBottom() {
