@@ -1,10 +1,12 @@
 """Account writes: sign-up (open or by invitation), invitations, sign-out, deletion, API
 tokens.
 
-Every action that ends a session also closes the user's WebSockets with code 4401
-(docs/protocol.md §9): ``user_sockets_close`` publishes ``{"type": "session.ended", "code": 4401}``
-to the channel-layer group ``user_socket_group(user_id)``, which every ``/ws/chat/``
-socket of the user joins. A socket opened with an API token also joins
+Every action that ends a session also closes its WebSockets with code 4401
+(docs/protocol.md §9) by publishing ``{"type": "session.ended", "code": 4401}`` to a
+channel-layer group: ``user_socket_group(user_id)``, which every ``/ws/chat/`` socket of
+the user joins (a password change, deactivation, account deletion), or
+``session_socket_group(session_key)``, which a socket opened with a browser session
+joins (signing out ends that session only). A socket opened with an API token joins
 ``api_token_socket_group(token_id)``, so revoking the token closes it the same way.
 
 A user creates at most ``API_TOKEN_CREATE_PER_HOUR`` tokens an hour and holds at most
@@ -13,6 +15,7 @@ A user creates at most ``API_TOKEN_CREATE_PER_HOUR`` tokens an hour and holds at
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import secrets
@@ -83,6 +86,13 @@ def user_socket_group(user_id: int | str) -> str:
 def api_token_socket_group(token_id: int | str) -> str:
     """The channel-layer group of the sockets opened with one API token."""
     return f"api-token.{token_id}.sockets"
+
+
+def session_socket_group(session_key: str) -> str:
+    """The channel-layer group of the sockets opened with one browser session (named by
+    a hash of its key: the key itself is a credential)."""
+    digest = hashlib.sha256(session_key.encode()).hexdigest()[:32]
+    return f"session.{digest}.sockets"
 
 
 def _sockets_close(group: str) -> None:
@@ -166,11 +176,13 @@ def user_sign_up(*, username: str, email: str, password: str, invitation_token: 
 
 
 def user_sign_out(*, request: HttpRequest) -> None:
-    """End the request's session and close the user's sockets."""
-    user_id = request.user.pk
+    """End the request's session and close the sockets opened with it (4401). The user's
+    other sessions (another browser or device) and their sockets go on: signing out here
+    is not signing out everywhere."""
+    session_key = request.session.session_key
     logout(request)
-    if user_id is not None:
-        user_sockets_close(user_id=user_id)
+    if session_key:
+        _sockets_close(session_socket_group(session_key))
 
 
 def account_delete(*, user: User) -> None:

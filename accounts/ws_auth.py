@@ -39,7 +39,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import ApiToken
-from accounts.services import api_token_authenticate, api_token_socket_group
+from accounts.services import (
+    api_token_authenticate,
+    api_token_socket_group,
+    session_socket_group,
+)
 
 TOKEN_SUBPROTOCOL_PREFIX = "openmates.token."  # noqa: S105 (a name, not a secret)
 PROTOCOL_SUBPROTOCOL = "openmates.v1"
@@ -104,10 +108,15 @@ def accepted_subprotocol(scope: dict[str, Any]) -> str | None:
     return PROTOCOL_SUBPROTOCOL if PROTOCOL_SUBPROTOCOL in scope.get("subprotocols", ()) else None
 
 
-def token_socket_groups(scope: dict[str, Any]) -> list[str]:
-    """The channel-layer groups a socket joins for its token (revocation closes them)."""
+def sign_in_socket_groups(scope: dict[str, Any]) -> list[str]:
+    """The channel-layer group a socket joins for what it signed in with: its API token
+    (revoking it closes the socket) or its browser session (signing out of it does)."""
     token_id = scope.get(SCOPE_TOKEN_ID)
-    return [] if token_id is None else [api_token_socket_group(token_id)]
+    if token_id is not None:
+        return [api_token_socket_group(token_id)]
+    session = scope.get("session")
+    session_key = getattr(session, "session_key", None) if session is not None else None
+    return [session_socket_group(session_key)] if session_key else []
 
 
 def token_seconds_left(scope: dict[str, Any]) -> float | None:

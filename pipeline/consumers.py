@@ -29,8 +29,8 @@ from django.conf import settings
 from accounts.ws_auth import (
     SignInCheck,
     accepted_subprotocol,
+    sign_in_socket_groups,
     token_seconds_left,
-    token_socket_groups,
 )
 from pipeline import actions, runtime, warm_up
 from pipeline import events as ev
@@ -68,8 +68,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.last_sequence: dict[str, int] = {}
         self.sign_in = SignInCheck(self.scope)
         self.closing = False
-        # A token socket also joins its token's group: revoking the token closes it (4401).
-        self.groups_joined = [runtime.user_group(self.user.pk), *token_socket_groups(self.scope)]
+        # It also joins its token's or its session's group: revoking the one or signing out of
+        # the other closes it (4401).
+        self.groups_joined = [runtime.user_group(self.user.pk), *sign_in_socket_groups(self.scope)]
         await self.registry.ensure_started()
         await self._groups_join()
         await self.accept(accepted_subprotocol(self.scope))

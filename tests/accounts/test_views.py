@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -11,7 +12,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from accounts.services import user_socket_group
+from accounts.services import session_socket_group, user_socket_group
 from instances.models import Instance, InstanceMember
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -147,18 +148,28 @@ def test_sign_in_with_the_right_password_works(client: Client, owner: Any) -> No
     assert client.session["_auth_user_id"] == str(owner.pk)
 
 
-def test_sign_out_needs_post_and_closes_the_users_sockets(client: Client, owner: Any) -> None:
+def test_sign_out_needs_post_and_closes_the_sessions_sockets_only(
+    client: Client, owner: Any
+) -> None:
     layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(user_socket_group(owner.pk), channel)
+    this_session, other_device = (async_to_sync(layer.new_channel)() for _ in range(2))
     client.force_login(owner)
+    elsewhere = Client()
+    elsewhere.force_login(owner)
+    sessions = (str(client.session.session_key), str(elsewhere.session.session_key))
+    async_to_sync(layer.group_add)(session_socket_group(sessions[0]), this_session)
+    async_to_sync(layer.group_add)(session_socket_group(sessions[1]), other_device)
 
     assert client.get("/accounts/logout/").status_code == 405
     response = client.post("/accounts/logout/")
 
     assert response.status_code == 302
     assert "_auth_user_id" not in client.session
-    assert async_to_sync(layer.receive)(channel) == {"type": "session.ended", "code": 4401}
+    assert async_to_sync(layer.receive)(this_session) == {"type": "session.ended", "code": 4401}
+    # The other device's session holds, and its socket is told nothing.
+    assert elsewhere.session["_auth_user_id"] == str(owner.pk)
+    with pytest.raises(TimeoutError):
+        async_to_sync(asyncio.wait_for)(layer.receive(other_device), 0.3)
 
 
 def test_password_verify_answers_whether_it_is_the_login_password(

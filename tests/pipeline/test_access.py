@@ -335,3 +335,26 @@ def _sessions_end(user: Any) -> None:
     for session in Session.objects.all():
         if session.get_decoded().get("_auth_user_id") == str(user.pk):
             session.delete()
+
+
+def _session_key(client: Any) -> str:
+    cookies = dict(client.communicator.scope["headers"])[b"cookie"].decode()
+    return cookies.split("=", 1)[1]
+
+
+async def test_signing_out_closes_the_sockets_of_that_session_only(ws_client, user):
+    from channels.layers import get_channel_layer
+
+    from accounts.services import session_socket_group
+
+    signed_out, other_device = await ws_client(user), await ws_client(user)
+    # What the sign-out of the first session publishes (accounts.services.user_sign_out).
+    await get_channel_layer().group_send(
+        session_socket_group(_session_key(signed_out)), {"type": "session.ended", "code": 4401}
+    )
+
+    closed = await signed_out.communicator.receive_output(timeout=5)
+    await other_device.send(type="ping", ts=1)
+
+    assert closed == {"type": "websocket.close", "code": 4401}
+    assert (await other_device.recv())["type"] == "pong"
