@@ -611,8 +611,9 @@ def detect_language(text: str, *, fallback: str) -> str:
     if _names_only(sample, fallback):
         return fallback
     if sum(ch.isalpha() for ch in sample) >= 4:
-        # Code, links or quotations left out of the sample: a few words framed them.
-        framed = len(sample.split()) < len(text.split())
+        # Code left out of the sample: a few words framed it (code is in no language;
+        # a link or a quotation may be in the chat's, beside a word another one lists).
+        framed = _INLINE_CODE_RE.search(text) is not None or "```" in text
         guessed = _identified_language(sample, fallback, framed=framed)
         if guessed:
             return guessed
@@ -836,8 +837,7 @@ def _unsure_language(
 ) -> str | None:
     """The language of ``sample`` when py3langid is unsure of its first choice
     ``language`` (None: not a supported one), by words; None keeps ``fallback``.
-    ``short``: under :data:`SHORT_TEXT_WORDS` words; ``framed``: code, a link or a
-    quotation was around them."""
+    ``short``: under :data:`SHORT_TEXT_WORDS` words; ``framed``: code was around them."""
     # A text that is mostly another candidate's function words ("Explain again" in a
     # Spanish chat) is in that language.
     base = _base(fallback)
@@ -855,8 +855,8 @@ def _unsure_language(
     if chosen != base:
         return chosen
     # Unsure for want of words, not for the words' mix: a text of a few words around
-    # code, a link or a quotation ("Wat doet `chmod 755` precies?") whose words are only
-    # the first choice's. Two or three words alone ("Not yet", "Na und") keep the chat's.
+    # code ("Wat doet `chmod 755` precies?") whose words are only the first choice's.
+    # Two or three words alone ("Not yet", "Na und") keep the chat's.
     alone = short and not framed
     if language and not alone and languages.words_only_of(sample, language, runners_up, base):
         return language
