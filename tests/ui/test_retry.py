@@ -77,3 +77,45 @@ def test_retry_replaces_the_stopped_answer_in_place_and_survives_a_reload(
         assert device.locator(".msg-assistant .badge-language").all_inner_texts() == ["en", "en"]
     finally:
         device_context.close()
+
+
+def test_a_stopped_answer_offers_the_same_controls_on_the_device_that_watched_it(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any, ui_browser: Any
+) -> None:
+    llm.queue(
+        Turn(pieces=["Hello ", "there."]),
+        Turn(pieces=[f"word{i} " for i in range(300)], gap_s=0.05),
+    )
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "stopwatcher")
+    page.wait_for_selector("#conn[data-state=open]")
+    send(page, "Hi")
+    page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('Hello there.')")
+    device_context, device = other_device(ui_browser, asgi_server, "stopwatcher")
+    try:
+        device.click(".chat-item .chat-item-open")
+        device.wait_for_selector(".msg-assistant .msg-body:has-text('Hello there.')")
+        send(page, "Count for me")
+        device.wait_for_selector(".msg-assistant .msg-body:has-text('word5')")
+        page.click("#stop")
+        for shown in (page, device):
+            shown.wait_for_selector(".msg-assistant .msg-status-cancelled")
+            shown.wait_for_selector(".msg-assistant .retry")
+        page.wait_for_timeout(1500)  # the watching device's stored copy arrives meanwhile
+
+        controls = [
+            {
+                "retry": shown.locator(".msg-assistant .retry").count(),
+                "regenerate": shown.locator(".regenerate").count(),
+                "edit": shown.locator(".msg-user .edit").count(),
+            }
+            for shown in (page, device)
+        ]
+        assert controls[0] == controls[1] == {"retry": 1, "regenerate": 0, "edit": 2}
+        # And as a chat opened afterwards shows it, from what was stored.
+        reopen_chat(device)
+        device.wait_for_selector(".msg-assistant .msg-status-cancelled")
+        device.wait_for_selector(".msg-assistant .retry")
+        assert device.locator(".regenerate").count() == 0
+    finally:
+        device_context.close()
