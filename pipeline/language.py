@@ -37,11 +37,6 @@ def _words(text: str) -> frozenset[str]:
 # "till", "var", "vem", "när", "också", "vill", "detta"): evidence for both against
 # Swedish, a tie between the two (which the chat's language then settles).
 _DANISH_NORWEGIAN = ("er", "og", "til", "hvor", "hvem", "når", "også", "vil", "dette")
-# Words Bulgarian, Macedonian and Serbian write alike (e, se, si, li, za): Bulgarian's
-# evidence against Russian and Ukrainian, no evidence among the three; and the one
-# Macedonian and Serbian write alike (ova: "this").
-_BG_MK_SR = ["е", "се", "си", "ли", "за"]
-_MK_SR_WORDS = ["ова"]
 _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
     {
         "es": (
@@ -216,10 +211,6 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "göra",
                     "igen",
                     "snälla",
-                    # Also Danish's "after" (Norwegian "etter"); "give" (Danish "give",
-                    # Norwegian "gi").
-                    "efter",
-                    "ge",
                     # Also Danish's greeting; Norwegian writes "hei".
                     "hej",
                 ]
@@ -468,22 +459,12 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
         "mk": (
             "\u0453\u045c\u0455\u0458\u0459\u045a\u045f",
             frozenset(
-                [
-                    *("што", "како", "сум", "зошто", "каде", "можам", "благодарам", "сакам"),
-                    *_BG_MK_SR,
-                    *_MK_SR_WORDS,
-                ]
+                ["што", "како", "ова", "сум", "зошто", "каде", "можам", "благодарам", "сакам"]
             ),
         ),
         "sr": (
             "\u0452\u045b\u0458\u0459\u045a\u045f",
-            frozenset(
-                [
-                    *("шта", "како", "ово", "сам", "зашто", "где", "могу", "хвала", "желим"),
-                    *_BG_MK_SR,
-                    *_MK_SR_WORDS,
-                ]
-            ),
+            frozenset(["шта", "како", "ово", "сам", "зашто", "где", "могу", "хвала", "желим"]),
         ),
     },
     {
@@ -725,7 +706,7 @@ _LATIN_SOUTH_SLAVIC: dict[str, tuple[str, frozenset[str]]] = {
             "što tko gdje ovdje vrijeme lijep lijepo lijepa mlijeko rijeka dijete uvijek "
             "trebam trebaš trebate tjedan tjedna tjedno kruh kava tisuća glazba obitelj "
             "sveučilište kazalište zrak točno sretan sretno jučer vlak nogomet povijest "
-            "uvjet općenito cijena cijeli pjesma vjerujem sjećam htio htjela tvrtka tjedni tjednu"
+            "uvjet općenito cijena cijeli pjesma vjerujem sjećam htio htjela tvrtka"
         ),
     ),
     "sr": (
@@ -734,25 +715,20 @@ _LATIN_SOUTH_SLAVIC: dict[str, tuple[str, frozenset[str]]] = {
             "šta ko gde ovde vreme lep lepo lepa mleko reka dete uvek nedelja nedelje "
             "nedelju hleb kafa hiljada hiljadu muzika porodica univerzitet pozorište "
             "vazduh tačno srećan srećno juče voz fudbal istorija uslov uopšte cena ceo "
-            "pesma verujem sećam hteo htela firma nedeljni nedeljno"
+            "pesma verujem sećam hteo htela firma"
         ),
     ),
     "sl": (
         "",
         _words(
             "kaj kje zakaj kdo sem smo ste so lahko prosim tudi ker ampak zelo danes "
-            "jutri včeraj rad rada nisem in pri vprašanje načrt tem tega lepo naredim narediti"
+            "jutri včeraj rad rada nisem in pri vprašanje načrt tem tega lepo"
         ),
     ),
 }
 _GROUPS = (*_GROUPS, _LATIN_SOUTH_SLAVIC)
 # Words: letters, with the Devanagari block whole (its vowel signs are no letters to \w).
 _WORDS_RE = re.compile(r"(?:[^\W\d_]|[\u0900-\u097f])+", re.UNICODE)
-
-
-def tokens(text: str) -> list[str]:
-    """The words of ``text`` in lower case (letters only; Devanagari's vowel signs kept)."""
-    return _WORDS_RE.findall(text.lower())
 
 
 # Per member of a group, the group's letters it never writes (its alphabet's): each one in
@@ -878,32 +854,32 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
     "de": _words(
         "der die das den dem des ein eine einen und oder aber von zu für mit aus über ist "
         "sind war waren sein kann könnte würde soll wird du dein ich mich mein wir unser es "
-        "dies diese was welche wer wie wieviel warum wann wo bitte erkläre nochmal nicht auf noch"
+        "dies diese was welche wer wie warum wann wo bitte erkläre nochmal nicht auf noch"
     ),
     "fr": _words(
         "le la les un une des et ou mais de du à pour avec sur est sont était être peux "
         "pourrais voudrais tu ton je me mon nous notre il ce cette ces que quoi qui comment "
-        "pourquoi quand où combien s'il plaît explique encore ne pas"
+        "pourquoi quand où s'il plaît explique encore ne pas"
     ),
     "es": _words(
         "el la los las un una unos y o pero de del a para con sobre es son era ser puedes "
         "podrías tú tu yo me mi nosotros nuestro esto esta estos qué cuál quién cómo por "
-        "cuándo dónde cuánto cuánta cuántos cuántas favor explica otra vez no"
+        "cuándo dónde favor explica otra vez no"
     ),
     "it": _words(
         "il lo la i gli le un una e o ma di del della a per con su è sono era essere puoi "
         "potresti tu tuo io mi mio noi nostro questo questa che cosa chi come perché quando "
-        "dove quanto quanta quanti quante favore spiega ancora non"
+        "dove favore spiega ancora non"
     ),
     "pt": _words(
         "o a os as um uma e ou mas de do da para com sobre é são era ser pode poderia você "
         "seu eu me meu nós nosso isto esta estes que qual quem como por quando onde favor "
-        "explique novamente não quanto quanta quantos quantas"
+        "explique novamente não"
     ),
     "nl": _words(
-        "de het een en of maar van naar voor met over aan is zijn was waren kan zou wil jij je "
+        "de het een en of maar van naar voor met over is zijn was waren kan zou wil jij je "
         "jouw ik mij mijn wij ons dit deze wat welke wie hoe waarom wanneer waar alsjeblieft "
-        "hoeveel leg nog eens niet"
+        "leg nog eens niet"
     ),
     # Latin-script languages outside the close groups, so that a text py3langid is unsure
     # of ("Cum instalez Python pe Windows?") can be placed by its grammar words too.
@@ -916,7 +892,7 @@ FUNCTION_WORDS: dict[str, frozenset[str]] = {
         "biz bana beni benim lütfen"
     ),
     "hu": _words(
-        "a és az egy hogy nem van mi mit hogyan miért ez ezt meg vagy kérlek nekem engem "
+        "és az egy hogy nem van mi mit hogyan miért ez ezt meg vagy kérlek nekem engem "
         "szeretnék tudsz"
     ),
     "fi": _words(
@@ -966,68 +942,3 @@ def function_word_language(
     if hits[best] >= FUNCTION_WORDS_MIN and hits[best] - own >= margin:
         return best
     return guess
-
-
-# English terms of software and office work other languages borrow as they are, often
-# with their own endings ("pull requestin", "deployn", "feedbacket", "updaten"): their
-# letters pull a character n-gram model towards English (or a language whose n-grams
-# they resemble) while the grammar around them is the message's own. Not the short ones
-# ("app", "mail", "team", "link", "pull"): languages write them as their own words too.
-LOANWORDS: frozenset[str] = _words(
-    "request requests deploy deployment deployen update updates upgrade feedback meeting "
-    "meetings build framework backend frontend commit merge branch crash login logout "
-    "timeout review pipeline rollback release server cloud startup dashboard workflow "
-    "container cluster issue ticket sprint deadline online offline download upload laptop "
-    "email account password browser bugfix hotfix repository endpoint database query "
-    "script plugin setup cache router design layout feature provider migration migrations "
-    "dependencies notification notifications debug performance conflict"
-)
-# Short English terms that count as borrowed only beside one of LOANWORDS ("pull
-# request", "code review", "push notification", "team meeting").
-SHORT_LOANWORDS: frozenset[str] = _words("pull push code app team bug mail link")
-# An English term followed by at most this many letters of an ending is still the term.
-LOANWORD_ENDING = 4
-
-
-def is_loanword(token: str) -> bool:
-    """Whether ``token`` (lower case, without punctuation) is one of :data:`LOANWORDS`,
-    bare or with a short ending of the borrowing language ("requestin", "update'cie")."""
-    stem = re.split(r"['\u2019-]", token, maxsplit=1)[0]
-    # Only terms of five letters or more take an ending: "appena", "bugün", "links" are
-    # Italian's, Turkish's and German's own words.
-    return stem in LOANWORDS or any(
-        stem[:-cut] in LOANWORDS for cut in range(1, LOANWORD_ENDING + 1) if len(stem) - cut >= 5
-    )
-
-
-def _listed_words() -> dict[str, frozenset[str]]:
-    listed: dict[str, set[str]] = {}
-    for group in _GROUPS:
-        for code, (_, words) in group.items():
-            listed.setdefault(code, set()).update(words)
-    for code, words in FUNCTION_WORDS.items():
-        listed.setdefault(code, set()).update(words)
-    return {code: frozenset(words) for code, words in listed.items()}
-
-
-# Per language, the words the tables above list for it (function words, close-group words).
-LISTED_WORDS = _listed_words()
-
-
-def words_only_of(text: str, guess: str, candidates: list[str], fallback: str) -> bool:
-    """Whether ``text`` holds more of ``guess``'s listed words (:data:`LISTED_WORDS`) than of
-    any other of ``candidates``' and none of ``fallback``'s: a question of a few words
-    around code ("Wat doet `chmod 755` precies?") is too short for py3langid to be sure,
-    but its words are only the guess's. Not a single word: one is a loanword or a name
-    more often than a change of language ("Ancora" in an English chat)."""
-    tokens = _WORDS_RE.findall(text.lower())
-    if len(tokens) < 2:
-        return False
-
-    def hits(code: str) -> int:
-        return sum(token in LISTED_WORDS.get(code, ()) for token in tokens)
-
-    own = hits(guess)
-    if own == 0 or hits(fallback) > 0:
-        return False
-    return all(hits(code) < own for code in candidates if code != guess)

@@ -91,14 +91,14 @@ _INSTRUCTION_VERB_WORDS: dict[str, str] = {
     "it": "traduci tradurre traducimi riassumi riassumere correggi correggere spiega",
     "pt": "traduza traduzir traduz resuma resumir corrija corrigir explique",
     "nl": "vertaal vertalen samenvatten verbeter betekent",
-    "pl": "przetłumacz przetłumaczyć streść podsumuj popraw",
+    "pl": "przetłumacz przetłumaczyć streść popraw",
     "ru": "переведи переведите перевести перескажи исправь",
     "uk": "переклади перекладіть перекласти",
-    "sv": "översätt sammanfatta",
-    "da": "oversæt opsummer",
-    "no": "oversett oppsummer",
-    "fi": "käännä tiivistä",
-    "tr": "çevir tercüme özetle",
+    "sv": "översätt",
+    "da": "oversæt",
+    "no": "oversett",
+    "fi": "käännä",
+    "tr": "çevir tercüme",
     "ja": "翻訳 翻訳して 要約 要約して 訳して",
     "zh": "翻译 翻譯 总结 總結",
     "ko": "번역 번역해 번역해줘 요약",
@@ -611,10 +611,7 @@ def detect_language(text: str, *, fallback: str) -> str:
     if _names_only(sample, fallback):
         return fallback
     if sum(ch.isalpha() for ch in sample) >= 4:
-        # Code left out of the sample: a few words framed it (code is in no language;
-        # a link or a quotation may be in the chat's, beside a word another one lists).
-        framed = _INLINE_CODE_RE.search(text) is not None or "```" in text
-        guessed = _identified_language(sample, fallback, framed=framed)
+        guessed = _identified_language(sample, fallback)
         if guessed:
             return guessed
         if _latin_against(sample, fallback):
@@ -714,7 +711,7 @@ def _latin_share(sample: str) -> float:
 def _latin_guess(sample: str) -> str:
     """py3langid's most likely supported Latin-script language for ``sample``, else
     English."""
-    for code, _ in _language_identifier().rank(_ranking_text(sample)):
+    for code, _ in _language_identifier().rank(sample):
         language = languages.supported(str(code))
         if language is not None and language not in _NON_LATIN:
             return language
@@ -731,60 +728,8 @@ SHORT_FALLBACK_RATIO = 0.2
 CLOSE_FALLBACK_RATIO = 0.25
 
 
-# Left after the borrowed terms and product names, a text needs this many words of its own
-# to be ranked without them.
-RANKED_WORDS_MIN = 2
-
-
-def _ranking_text(sample: str) -> str:
-    """``sample`` without the English terms it borrows (:data:`pipeline.language.LOANWORDS`:
-    "Miten teen pull requestin GitHubissa?") and product names with a digit or an inner
-    capital ("GitHubissa", "TypeScriptiä"), when enough of it is left; else ``sample``."""
-    words = sample.split()
-    borrowed = [_borrowed(word.strip(".,;:!?()\"'«»¿¡")) for word in words]
-    # A short term beside a borrowed one is borrowed too ("pull request", "code review").
-    beside = [
-        word.strip(".,;:!?()\"'«»¿¡").casefold() in languages.SHORT_LOANWORDS
-        and any(borrowed[max(i - 1, 0) : i + 2])
-        for i, word in enumerate(words)
-    ]
-    kept = [word for word, b, s in zip(words, borrowed, beside, strict=True) if not (b or s)]
-    if len(kept) == len(words) or len(kept) < RANKED_WORDS_MIN:
-        return sample
-    # English around the terms is English ("Fix the login bug", "Merge conflict in main"):
-    # what is left of it is too little to rank.
-    if any(token in _ENGLISH_GRAMMAR for token in languages.tokens(" ".join(kept))):
-        return sample
-    return " ".join(kept)
-
-
-# English's function words and prepositions, but those other languages write as their own
-# ("a": Hungarian's article; "i": Polish "and"; "me", "do", "my").
-_ENGLISH_GRAMMAR = (
-    languages.FUNCTION_WORDS["en"]
-    | frozenset(["in", "on", "at", "by", "into", "up", "out", "now", "today", "tomorrow", "there"])
-) - frozenset(["a", "i", "me", "do", "my"])
-
-
-_JOINER_RE = re.compile("['\u2019]")
-
-
-def _borrowed(word: str) -> bool:
-    # A borrowed term or a product name, alone or with an ending or another such term
-    # after a hyphen or an apostrophe ("pipeline-t", "App-Design", "update'cie"); not the
-    # head of a compound whose tail is the language's own ("SaaS-projektiin").
-    head, _, tail = _JOINER_RE.sub("-", word).partition("-")
-    if not (_product_like(head) or languages.is_loanword(head.casefold())):
-        return False
-    return (
-        len(tail) <= languages.LOANWORD_ENDING
-        or _product_like(tail)
-        or languages.is_loanword(tail.casefold())
-    )
-
-
-def _identified_language(sample: str, fallback: str, *, framed: bool = False) -> str | None:
-    ranked = _language_identifier().rank(_ranking_text(sample))
+def _identified_language(sample: str, fallback: str) -> str | None:
+    ranked = _language_identifier().rank(sample)
     top, confidence = ranked[0]
     short = len(sample.split()) < SHORT_TEXT_WORDS
     needed = SHORT_TEXT_MIN_CONFIDENCE if short else LANGUAGE_MIN_CONFIDENCE
@@ -799,7 +744,21 @@ def _identified_language(sample: str, fallback: str, *, framed: bool = False) ->
         code for code in (languages.supported(str(c)) for c, _ in ranked[:4]) if code is not None
     ]
     if language is None or (confidence < needed and not _clear_lead(ranked, fallback, short)):
-        return _unsure_language(sample, fallback, language, runners_up, short, framed)
+        # Unsure: a text that is mostly another candidate's function words ("Explain
+        # again" in a Spanish chat) is in that language; else the caller's fallback.
+        base = _base(fallback)
+        worded = (_worded_language(sample) if short else None) or languages.close_pair_language(
+            sample, base
+        )
+        if worded != base:
+            return worded
+        # py3langid's unsure first choice, settled within its close group by the words
+        # only one member writes.
+        own = languages.own_words_language(sample, language) if language else None
+        if own is not None:
+            return own
+        chosen = languages.function_word_language(sample, base, runners_up)
+        return chosen if chosen != base else None
     writes_script = _script_language(sample, fallback, shared=True) in (None, fallback)
     if short and writes_script:
         base = _base(fallback)
@@ -825,42 +784,6 @@ def _identified_language(sample: str, fallback: str, *, framed: bool = False) ->
     close = _probability_of(ranked, base) >= float(confidence) * CLOSE_FALLBACK_RATIO
     kept = base if close else None
     return languages.close_pair_language(sample, language, kept)
-
-
-def _unsure_language(
-    sample: str,
-    fallback: str,
-    language: str | None,
-    runners_up: list[str],
-    short: bool,
-    framed: bool,
-) -> str | None:
-    """The language of ``sample`` when py3langid is unsure of its first choice
-    ``language`` (None: not a supported one), by words; None keeps ``fallback``.
-    ``short``: under :data:`SHORT_TEXT_WORDS` words; ``framed``: code was around them."""
-    # A text that is mostly another candidate's function words ("Explain again" in a
-    # Spanish chat) is in that language.
-    base = _base(fallback)
-    worded = (_worded_language(sample) if short else None) or languages.close_pair_language(
-        sample, base
-    )
-    if worded != base:
-        return worded
-    # py3langid's unsure first choice, settled within its close group by the words only
-    # one member writes.
-    own = languages.own_words_language(sample, language) if language else None
-    if own is not None:
-        return own
-    chosen = languages.function_word_language(sample, base, runners_up)
-    if chosen != base:
-        return chosen
-    # Unsure for want of words, not for the words' mix: a text of a few words around
-    # code ("Wat doet `chmod 755` precies?") whose words are only the first choice's.
-    # Two or three words alone ("Not yet", "Na und") keep the chat's.
-    alone = short and not framed
-    if language and not alone and languages.words_only_of(sample, language, runners_up, base):
-        return language
-    return None
 
 
 # py3langid spreads its probability over many Latin-script languages on a sentence of a
