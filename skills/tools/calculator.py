@@ -304,9 +304,11 @@ TRIGGERS = (
     r"(?:計算|算一下|计算|帮我算|계산)[\s\S]*\d|\d[\s\S]*(?:計算して|を計算|算一下|계산해)",
     # An amount shared out: a verb of splitting and two quantities in one sentence ("split
     # 84 euros between 3 of us", "Wir teilen 84 Euro durch drei", "3人で8400円を割ったら").
-    rf"\b(?:{_SPLIT_VERBS})\b[^.?!\n]*?\d[^.?!\n]*?\b(?:{_SHARED_BY})\s+(?:\S+\s+){{0,2}}?-?\d"
-    rf"|\d[^.?!\n]*?\b(?:{_SPLIT_VERBS})\b[^.?!\n]*?\b(?:{_SHARED_BY})\s+(?:\S+\s+){{0,2}}?\d"
-    rf"|(?:{_SPLIT_UNSPACED})[^.?!\n]*\d[^.?!\n]*?\d|\d[^.?!\n]*?\d[^.?!\n]*?(?:{_SPLIT_UNSPACED})",
+    # (Gaps bounded and free of digits where they can be: every message meets this rule.)
+    rf"\b(?:{_SPLIT_VERBS})\b[^\d.?!\n]{{0,40}}\d[^.?!\n]{{0,40}}?\b(?:{_SHARED_BY})\s+"
+    r"(?:\S+\s+){0,2}?-?\d",
+    rf"(?:{_SPLIT_UNSPACED})[^\d.?!\n]{{0,40}}\d[^.?!\n]{{0,40}}?\d"
+    rf"|\d[^\d.?!\n]{{0,40}}\d[^.?!\n]{{0,40}}?(?:{_SPLIT_UNSPACED})",
     # A percentage of an amount a few words apart ("7% VAT on 129", "19 % Mehrwertsteuer
     # auf 249", "la TVA à 20 % sur 149,90"), and a share as a percentage ("38 out of 45,
     # what percentage is that?").
