@@ -30,16 +30,16 @@ TOOL_FLOORS = {
     "fresh2": 0.96,
     "fresh3": 0.95,
     "fresh4": 0.95,
-    "fresh5": 0.93,
+    "fresh5": 0.94,
 }
 TOOL_PRECISION_FLOORS = {
     "dev": 0.95,
     "held": 0.96,
     "fresh": 0.93,
-    "fresh2": 0.88,
+    "fresh2": 0.9,
     "fresh3": 0.93,
     "fresh4": 0.91,
-    "fresh5": 0.9,
+    "fresh5": 0.91,
 }
 DEMO_FLOORS = {
     "dev": 0.97,
@@ -48,7 +48,7 @@ DEMO_FLOORS = {
     "fresh2": 0.96,
     "fresh3": 0.96,
     "fresh4": 0.94,
-    "fresh5": 0.93,
+    "fresh5": 0.95,
 }
 DEMO_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -109,13 +109,13 @@ INJECTION_FLOORS = {
     "fresh5": 0.95,
 }
 INJECTION_FALSE_POSITIVE_CEILINGS = {
-    "dev": 0.02,
+    "dev": 0.01,
     "held": 0.02,
     "fresh": 0.02,
     "fresh2": 0.04,
     "fresh3": 0.03,
-    "fresh4": 0.06,
-    "fresh5": 0.07,
+    "fresh4": 0.03,
+    "fresh5": 0.01,
 }
 
 
