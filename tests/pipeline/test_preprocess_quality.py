@@ -17,12 +17,11 @@ from pipeline import language as languages
 from pipeline import preprocess as pre
 from pipeline import tool_output as out
 
-# fresh6 gets its floors once it has been measured (blind, after the work it judges).
-SPLITS = tuple(split for split in bench.SPLITS if split != "fresh6")
+SPLITS = bench.SPLITS
 # Floors a little below what bench/preprocess_quality.py measures on each split (dev:
 # tuned on; held: written with the rules; fresh: written apart, its misses read once;
-# fresh2 … fresh5: written apart and never read; fresh5 measured once, blind, after the
-# work it judges), so a regression fails.
+# fresh2 … fresh6: written apart and never read; fresh5 and fresh6 each measured once,
+# blind, after the work they judge), so a regression fails.
 TOOL_FLOORS = {
     "dev": 0.98,
     "held": 0.98,
@@ -31,6 +30,7 @@ TOOL_FLOORS = {
     "fresh3": 0.95,
     "fresh4": 0.95,
     "fresh5": 0.94,
+    "fresh6": 0.86,
 }
 TOOL_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -40,6 +40,7 @@ TOOL_PRECISION_FLOORS = {
     "fresh3": 0.93,
     "fresh4": 0.91,
     "fresh5": 0.91,
+    "fresh6": 0.94,
 }
 DEMO_FLOORS = {
     "dev": 0.97,
@@ -49,6 +50,7 @@ DEMO_FLOORS = {
     "fresh3": 0.96,
     "fresh4": 0.94,
     "fresh5": 0.95,
+    "fresh6": 0.88,
 }
 DEMO_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -58,6 +60,7 @@ DEMO_PRECISION_FLOORS = {
     "fresh3": 0.93,
     "fresh4": 0.94,
     "fresh5": 0.92,
+    "fresh6": 0.97,
 }
 LANGUAGE_FLOORS = {
     "dev": 0.99,
@@ -67,6 +70,7 @@ LANGUAGE_FLOORS = {
     "fresh3": 0.97,
     "fresh4": 0.95,
     "fresh5": 0.97,
+    "fresh6": 0.95,
 }
 
 
@@ -107,6 +111,7 @@ INJECTION_FLOORS = {
     "fresh3": 0.95,
     "fresh4": 0.95,
     "fresh5": 0.95,
+    "fresh6": 0.92,
 }
 INJECTION_FALSE_POSITIVE_CEILINGS = {
     "dev": 0.01,
@@ -116,6 +121,7 @@ INJECTION_FALSE_POSITIVE_CEILINGS = {
     "fresh3": 0.03,
     "fresh4": 0.03,
     "fresh5": 0.01,
+    "fresh6": 0.05,
 }
 
 
