@@ -174,6 +174,42 @@ EXAMPLES = (
     "Hva er klokka i Oslo nå?",
     "Hvilken ukedag er det i dag?",
     "Hvor mange dager er det igjen til 17. mai?",
+    # Greek, Vietnamese, Czech, Scandinavian, Turkish, Korean, Arabic: now, today,
+    # what day, week number, days until a date.
+    "Τι ώρα είναι;",
+    "Τι ημερομηνία έχουμε σήμερα;",
+    "Ποια μέρα της εβδομάδας είναι σήμερα;",
+    "Τι ώρα είναι τώρα στη Νέα Υόρκη;",
+    "Πόσες μέρες έχουμε μέχρι το Πάσχα;",
+    "Σε ποια εβδομάδα του χρόνου είμαστε;",
+    "Τι ημερομηνία θα είναι σε δύο εβδομάδες;",
+    "Mấy giờ rồi?",
+    "Bây giờ ở Tokyo là mấy giờ?",
+    "Hôm nay ngày mấy?",
+    "Hôm nay là ngày gì trong tuần?",
+    "Còn mấy ngày nữa là đến Giáng sinh?",
+    "Kolikátého je dnes?",
+    "Jaký je dnes den?",
+    "Kolik je hodin v Tokiu?",
+    "Kolik dní zbývá do Vánoc?",
+    "Kolikátý je teď týden?",
+    "Hvor mange dage er der til nytår?",
+    "Hvilken dato er det om to uger?",
+    "Vilket datum är det om tio dagar?",
+    "Şu an saat kaç?",
+    "Bugün hangi gün?",
+    "Bugün ayın kaçı, söyler misin?",
+    "Bayrama kaç gün var?",
+    "Tokyo'da saat kaç?",
+    "지금 몇 시인지 알려줘",
+    "오늘이 며칠이야?",
+    "크리스마스까지 며칠 남았지?",
+    "뉴욕은 지금 몇 시야?",
+    "ما الوقت الآن؟",
+    "ما هو اليوم؟",
+    "كم التاريخ اليوم؟",
+    "كم الساعة في لندن الآن؟",
+    "كم يوما بقي على العيد؟",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -248,6 +284,21 @@ TRIGGERS = (
     r"|\b(?:paljonko|mitä) kello on\b|\bmikä päivä (?:tänään )?on\b|\bmonesko päivä\b",
     r"今何時|何時ですか|は今何時|は何時|何曜日|今日の日付|今日は何日|何日ですか|几点了|几点钟|现在几点"
     r"|几号|星期几|今天的日期|몇 시|무슨 요일|오늘 날짜|며칠",
+    # Greek, Hindi, Vietnamese, Czech, Finnish, Scandinavian, Turkish, Arabic.
+    r"\bτι ώρα είναι\b|\bτι (?:μέρα|ημέρα|ημερομηνία) (?:είναι|έχουμε)\b|\bποια ημερομηνία\b"
+    r"|\bποια μέρα της εβδομάδας\b|\bπόσες (?:μέρες|ημέρες) (?:μένουν|έχουμε|είναι) (?:μέχρι"
+    r"|ως)\b",
+    r"कितने बजे|क्या (?:समय|टाइम) (?:है|हुआ|हो)|आज कौन सा (?:दिन|वार)|आज की तारीख"
+    r"|कितने दिन (?:बाकी|रह गए|बचे)|कौन सी तारीख होगी",
+    r"\bmấy giờ rồi\b|\blà mấy giờ\b|\bhôm nay (?:là )?(?:thứ mấy|ngày (?:mấy|bao nhiêu|gì))\b"
+    r"|\bcòn (?:bao nhiêu|mấy) ngày\b|\btuần thứ mấy\b|\bngày mai là thứ mấy\b",
+    r"\bkolik (?:je )?(?:teď |ted |právě )?hodin\b|\bjaký je dnes den\b|\bkolik dní zbývá\b"
+    r"|\bkolikátý\b|\bmonesko viikko\b|\bmikä viikko (?:nyt )?on\b|\b(?:montako"
+    r"|kuinka monta) päivää (?:on )?(?:vielä )?\w+(?:un|iin|aan|ään|yyn|oon)\b",
+    r"\bhvad er datoen om\b|\bhvilken dato er det om\b|\bvilket datum är det om\b"
+    r"|\bhur (?:många dagar|länge) är det kvar till\b|\bbugün günlerden ne\b|\bayın kaçı\b"
+    r"|\bkaç gün kaldı\b|\w+(?:na|ne|ya|ye) kaç gün var\b",
+    r"كم الساعة|الوقت الآن|تاريخ اليوم|التاريخ اليوم|كم يوما? (?:بقي|تبقى|باقي)",
 )
 
 

@@ -218,6 +218,30 @@ EXAMPLES = (
     "Husker du hvor jeg bor?",
     "Hva fortalte jeg deg om jobben min?",
     "Husker du når bursdagen min er?",
+    # Greek, Vietnamese, Czech, Scandinavian, Turkish, Korean, Arabic: what did I tell
+    # you, do you remember what I said.
+    "Θυμάσαι πώς λέγεται η γυναίκα μου;",
+    "Τι σου έχω πει για τη δουλειά μου;",
+    "Σου είχα πει πού μένω;",
+    "Τι ξέρεις για μένα;",
+    "Θυμάσαι ποιο φαγητό δεν μου αρέσει;",
+    "Bạn còn nhớ tên vợ tôi không?",
+    "Tôi đã kể với bạn gì về gia đình tôi?",
+    "Bạn biết gì về tôi?",
+    "Tôi có nói với bạn tôi sống ở đâu chưa?",
+    "Bạn nhớ tôi bị dị ứng với gì không?",
+    "Pamatuješ si, jak se jmenuje můj pes?",
+    "Co víš o mně?",
+    "Říkal jsem ti, kde bydlím?",
+    "Benim hakkımda ne biliyorsun?",
+    "Köpeğimin adını hatırlıyor musun?",
+    "Sana nerede çalıştığımı söylemiş miydim?",
+    "내 아내 이름 기억해?",
+    "내가 어디 산다고 했었지?",
+    "나에 대해 뭘 알고 있어?",
+    "هل تتذكر اسم زوجتي؟",
+    "ماذا تعرف عني؟",
+    "هل أخبرتك أين أعمل؟",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -266,7 +290,8 @@ TRIGGERS = (
     r"|\b(?:erinnerst du dich|weißt du noch),? (?:an mein|was ich|wie mein|wo ich|wann ich|welche)",
     r"\bque sais-tu (?:de|sur) moi\b|\bqu'est-ce que je t'ai (?:dit|raconté)\b"
     r"|\bt'ai-je (?:déjà )?(?:dit|parlé)\b"
-    r"|\b(?:tu te souviens|te souviens-tu|te rappelles-tu|tu te rappelles) (?:de ce que je|de mon|de ma|de mes|du nom|où je|comment s'appelle)",
+    r"|\b(?:tu te souviens|te souviens-tu|te rappelles-tu|tu te rappelles) (?:de ce que je"
+    r"|de mon|de ma|de mes|du nom|où je|comment s'appelle)",
     r"\bqué sabes (?:de|sobre) mí\b|\bqué te (?:dije|conté)\b|\bte (?:dije|conté) (?:alguna vez|ya)\b"
     r"|\brecuerdas (?:lo que te|mi|mis|qué te|cómo se llama|dónde)\b",
     r"\bcosa sai di me\b|\bcosa ti ho (?:detto|raccontato)\b"
@@ -292,6 +317,18 @@ TRIGGERS = (
     r"|\bmuistatko,? (?:mitä|missä|mikä|kuinka)\b|\bmitä (?:kerroin|sanoin) sinulle\b"
     r"|\bmitä tiedät minusta\b",
     r"你(?:还)?记得我|我(?:之前|以前|上次)(?:跟你|和你|对你)?(?:说过|提过|讲过)|你(?:对我|知道我)(?:了解|的)",
+    # Greek, Hindi, Vietnamese, Czech, Turkish, Korean, Arabic.
+    r"\bθυμάσαι (?:τι|πώς|πού|ποι\w*)\b|\bτι σου (?:είπα|είχα πει|έχω πει)\b|\bσου (?:είχα πει"
+    r"|είπα|έχω πει)\b|\bτι ξέρεις για (?:μένα|εμένα)\b",
+    r"मैंने (?:तुम्हें|तुमको|आपको)|(?:तुम|आप) मेरे बारे में क्या|मैंने .{0,30}बताई? था"
+    r"|याद है (?:मैंने|मेरी|मेरे|मेरा)",
+    r"\btôi (?:đã )?(?:có )?(?:kể|nói) (?:với|cho) bạn\b|\bbạn (?:còn )?nhớ (?:tôi|tên)\b"
+    r"|\bbạn biết gì về tôi\b|\blần trước tôi\b",
+    r"\bco jsem ti (?:\w+ )?(?:říkal|říkala|psal|psala)\b|\bpamatuješ si,? (?:co jsem"
+    r"|jak se jmenuje|kde|můj|moje|mou|moji)\b|\bříkal(?:a)? jsem ti\b",
+    r"\bsana .{0,40}(?:demiştim|söylemiştim|anlatmıştım|söylemiş miydim|bahsetmiştim)"
+    r"|\bhakkımda ne biliyorsun\b|내가 .{0,30}(?:말했|얘기했|라고 했)|나에 대해 뭘|ما (?:قلته|أخبرتك)"
+    r"|ماذا (?:قلت|أخبرتك)|هل أخبرتك|ماذا تعرف عني|تتذكر ما",
 )
 
 

@@ -229,6 +229,35 @@ EXAMPLES = (
     "Søk på nettet etter billige flybilletter til Roma",
     "Hva er siste nytt om streiken?",
     "Hvem vant skiskytingen i helgen?",
+    # Greek, Vietnamese, Czech, Scandinavian, Turkish, Korean, Arabic: the words for
+    # news, search, price, results and opening hours.
+    "Βρες μου τις σημερινές ειδήσεις για την οικονομία",
+    "Ψάξε στο ίντερνετ κριτικές για το νέο iPhone",
+    "Ποιος κέρδισε χθες τον αγώνα του Ολυμπιακού;",
+    "Μέχρι τι ώρα είναι ανοιχτό το σούπερ μάρκετ σήμερα;",
+    "Ποια είναι τα τελευταία νέα για την κυβέρνηση;",
+    "Ποια είναι η τελευταία έκδοση των Windows;",
+    "Tin tức hôm nay có gì mới?",
+    "Tra cứu giúp tôi giá xăng hiện nay",
+    "Tìm trên mạng đánh giá về chiếc điện thoại này",
+    "Ai đã thắng trận chung kết tối qua?",
+    "Siêu thị gần đây mở cửa đến mấy giờ?",
+    "Phiên bản mới nhất của iOS là gì?",
+    "Najdi mi aktuální zprávy o volbách",
+    "Kdo včera vyhrál zápas Sparty?",
+    "Kdy má otevřeno pošta v sobotu?",
+    "Hvornår åbner Føtex på søndag?",
+    "Hvad er den nyeste version af Windows?",
+    "Bugün borsada neler oldu?",
+    "İnternetten bu telefonun fiyatını araştır",
+    "Eczane bu akşam kaçta kapanıyor?",
+    "Son çıkan Android sürümü hangisi?",
+    "최근 뉴스 좀 찾아줘",
+    "어제 축구 경기 누가 이겼어?",
+    "마트 몇 시까지 해?",
+    "ابحث في الإنترنت عن آخر أخبار الاقتصاد",
+    "من فاز في مباراة الأمس؟",
+    "متى تغلق الصيدلية الليلة؟",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -284,6 +313,24 @@ TRIGGERS = (
     r"|\b(?:tuoreimmat|uusimmat|viimeisimmät) uutiset\b",
     r"検索|調べて|ネットで|最新のニュース|最新ニュース|ググ|搜索|上网查|网上查|查一下|最新(?:的)?新闻|新闻"
     r"|검색|찾아봐|최신 뉴스",
+    # Greek, Hindi, Vietnamese, Czech, Finnish, Scandinavian, Turkish, Korean, Arabic.
+    r"\bειδήσεις\b|\bτα (?:τελευταία|πιο πρόσφατα) νέα\b|\bψάξε\b|\bαναζήτησε\b"
+    r"|\bστο (?:ίντερνετ|διαδίκτυο)\b|\b(?:πιο πρόσφατη|τελευταία) έκδοση\b"
+    r"|\bτι ώρα (?:ανοίγει|κλείνει)\b|\bποιος κέρδισε\b|\bπόσο (?:κάνει|κοστίζει) (?:τώρα"
+    r"|σήμερα)\b",
+    r"खबर|समाचार|न्यूज़|ऑनलाइन|इंटरनेट पर|खोजो|सर्च करो|(?:अभी|आज) (?:की |का )?(?:कीमत|दाम"
+    r"|भाव)|(?:कीमत|दाम|भाव) क्या है|नतीजा|रिव्यू|लेटेस्ट|ताज़ा|किसने जीता|कौन जीता",
+    r"\btin tức\b|\btra cứu\b|\btrên mạng\b|\bgiá (?:vàng|xăng|\w+ hôm nay)\b|\bkết quả trận\b"
+    r"|\bai (?:đã )?thắng\b|\bmới nhất\b|\bmở cửa đến\b|\bđóng cửa lúc\b|\btỷ giá\b",
+    r"\bzprávy\b|\bzpráv\b|\botevírací doba\b|\bmá otevřeno\b|\bnejnovější\b|\bkolik (?:teď"
+    r"|dnes|nyní) stojí\b|\bkdo (?:včera )?vyhrál\b|\bvyhledej\b|\buutis\w*|\bauki\b"
+    r"|\baukeaa\b|\bkuka voitti\b|\buusin\b|\bhinta (?:on )?tänään\b",
+    r"\bhvornår (?:lukker|åbner)\b|\bresultatet af\b|\bvilka tider har\b|\böppettider\b"
+    r"|\bnär (?:öppnar|stänger)\b|\bhaber\w*|\bdöviz\b|\bdolar kuru\b|\bkaç kaç\b"
+    r"|\binternette\b|\bfiyatı (?:ne kadar|nedir)\b|\bkaçta (?:açılıyor|kapanıyor)\b"
+    r"|\bson (?:sürüm|çıkan)\b",
+    r"뉴스|가격|경기 결과|누가 이겼|영업시간|몇 시까지",
+    r"أخبار|ابحث|سعر|نتيجة مباراة|من فاز|متى (?:يفتح|تفتح|يغلق|تغلق)|آخر إصدار|أحدث",
 )
 
 

@@ -30,7 +30,7 @@ TOOL_FLOORS = {
     "fresh3": 0.95,
     "fresh4": 0.95,
     "fresh5": 0.94,
-    "fresh6": 0.86,
+    "fresh6": 0.92,
 }
 TOOL_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -40,7 +40,7 @@ TOOL_PRECISION_FLOORS = {
     "fresh3": 0.93,
     "fresh4": 0.91,
     "fresh5": 0.91,
-    "fresh6": 0.94,
+    "fresh6": 0.93,
 }
 DEMO_FLOORS = {
     "dev": 0.97,
@@ -50,7 +50,7 @@ DEMO_FLOORS = {
     "fresh3": 0.96,
     "fresh4": 0.94,
     "fresh5": 0.95,
-    "fresh6": 0.88,
+    "fresh6": 0.91,
 }
 DEMO_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -60,7 +60,7 @@ DEMO_PRECISION_FLOORS = {
     "fresh3": 0.93,
     "fresh4": 0.94,
     "fresh5": 0.92,
-    "fresh6": 0.97,
+    "fresh6": 0.95,
 }
 LANGUAGE_FLOORS = {
     "dev": 0.99,
