@@ -44,6 +44,12 @@ export function readOnlyHint(chat) {
   return isServerManaged(chat) ? SERVER_MANAGED_HINT : READ_ONLY_HINT;
 }
 
+// A chat's stored messages (with the statuses this page knows) and the branch of them shown.
+async function storedBranch(chatId) {
+  const stored = (await state.store.messages(chatId)).map((row) => ({ ...row, status: settledStatus(row) }));
+  return { stored, branch: branchOf(stored, chosenOf(chatId), state.replaced) };
+}
+
 export class Screen {
   // view: a ConversationView, chatList: a ChatList, consent: a ConsentLine.
   constructor({ view, chatList, consent }) {
@@ -136,8 +142,7 @@ export class Screen {
       }
       return;
     }
-    const stored = (await state.store.messages(chatId)).map((row) => ({ ...row, status: settledStatus(row) }));
-    const branch = branchOf(stored, chosenOf(chatId), state.replaced);
+    const { stored, branch } = await storedBranch(chatId);
     const rows = branch.map((entry) => entry.row);
     const shown = new Set(rows.map((row) => row.message_id));
     for (const row of stored) {
@@ -175,8 +180,7 @@ export class Screen {
   // The controls of the shown branch again (after a turn ended), without decrypting it anew.
   async refreshVersions(chatId) {
     if (chatId !== state.currentChatId || !state.store || isServerManaged(state.chats.get(chatId))) return;
-    const stored = (await state.store.messages(chatId)).map((row) => ({ ...row, status: settledStatus(row) }));
-    this.showVersions(chatId, branchOf(stored, chosenOf(chatId), state.replaced));
+    this.showVersions(chatId, (await storedBranch(chatId)).branch);
   }
 
   offerRetry(chatId, rows) {
