@@ -337,22 +337,30 @@ async def test_complete_retries_a_server_error(llm_script: Any, settings: Any) -
 # --- the local (base model) route ---
 
 
-async def test_base_model_route_sends_a_transcript_to_the_completions_endpoint(
-    settings: Any, llm_wire: Any
-) -> None:
+def _base_model_fast_tier(settings: Any, llm_wire: Any, pieces: list[str]) -> None:
+    """The fast tier on the bundled model's route at the loopback server, which answers
+    once with ``pieces`` as text-completion chunks (the last one ends the answer)."""
     settings.LLM_DEFAULT_TIERS = {
         "fast": [{"model": "text-completion-openai/gemma-3-270m", "api_base": llm_wire.api_base}]
     }
+    chunks = [
+        {
+            "id": "c",
+            "object": "text_completion",
+            "created": 1,
+            "model": "g",
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop" if last else None}],
+        }
+        for last, text in ((n == len(pieces) - 1, t) for n, t in enumerate(pieces))
+    ]
+    llm_wire.queue(WireReply([sse_body(chunks)]))
+
+
+async def test_base_model_route_sends_a_transcript_to_the_completions_endpoint(
+    settings: Any, llm_wire: Any
+) -> None:
+    _base_model_fast_tier(settings, llm_wire, [" Paris", "."])
     settings.LLM_LOCAL_MAX_TOKENS = 64
-    body = sse_body(
-        [
-            {"id": "c", "object": "text_completion", "created": 1, "model": "g",
-             "choices": [{"index": 0, "text": " Paris", "finish_reason": None}]},
-            {"id": "c", "object": "text_completion", "created": 1, "model": "g",
-             "choices": [{"index": 0, "text": ".", "finish_reason": "stop"}]},
-        ]
-    )  # fmt: skip
-    llm_wire.queue(WireReply([body]))
     messages = [
         {"role": "system", "content": "You are brief."},
         {"role": "user", "content": "Capital of France?"},
@@ -375,18 +383,7 @@ async def test_base_model_route_sends_a_transcript_to_the_completions_endpoint(
 async def test_a_base_model_answer_of_only_spaces_is_an_empty_response(
     settings: Any, llm_wire: Any
 ) -> None:
-    settings.LLM_DEFAULT_TIERS = {
-        "fast": [{"model": "text-completion-openai/gemma-3-270m", "api_base": llm_wire.api_base}]
-    }
-    body = sse_body(
-        [
-            {"id": "c", "object": "text_completion", "created": 1, "model": "g",
-             "choices": [{"index": 0, "text": " ", "finish_reason": None}]},
-            {"id": "c", "object": "text_completion", "created": 1, "model": "g",
-             "choices": [{"index": 0, "text": "\n", "finish_reason": "stop"}]},
-        ]
-    )  # fmt: skip
-    llm_wire.queue(WireReply([body]))
+    _base_model_fast_tier(settings, llm_wire, [" ", "\n"])
 
     events = await collect(tier="fast", messages=USER)
 
