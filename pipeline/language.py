@@ -12,7 +12,9 @@ words only one of them writes.
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable, Mapping
 
 # The list lives below the apps that check an instance's default language.
 from instances.languages import ALIASES as ALIASES
@@ -338,13 +340,13 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
         ),
     },
     {
+        # Not "не": every member writes it, so it is evidence for none.
         "ru": (
             "ыэё",
             frozenset(
                 [
                     "что",
                     "это",
-                    "не",
                     "и",
                     "в",
                     "значит",
@@ -413,7 +415,6 @@ _GROUPS: tuple[dict[str, tuple[str, frozenset[str]]], ...] = (
                     "що",
                     "як",
                     "це",
-                    "не",
                     "і",
                     "та",
                     "цей",
@@ -795,12 +796,47 @@ def _evidence(
     )
 
 
-def close_pair_language(text: str, guess: str, fallback: str | None = None) -> str:
+# How much py3langid's odds between two members of a group weigh against their own
+# letters and words: its natural log odds times this, in units of one own word (a member
+# py3langid finds 20 times less likely needs one and a half more of its own words). Its
+# n-grams see the whole text where the word lists see a few words, but on a few words of
+# two close languages they are often wrong: half a word per factor e, set once on the
+# dev split (0.3 to 0.7 measure alike; 1.0 lets them outweigh a close pair's own words).
+ODDS_WEIGHT = 0.5
+# Odds below this floor say no more: a member py3langid all but rules out is not
+# outweighed without bound by a lucky n-gram of the others.
+ODDS_FLOOR = 1e-4
+
+
+def _odds_evidence(group: Iterable[str], likelihood: Mapping[str, float]) -> dict[str, float]:
+    """Per member of ``group`` (codes), ``ODDS_WEIGHT`` times the natural log of py3langid's
+    probability of it over that of the group's most likely member (0 for that one,
+    negative for the others; ``likelihood``: supported code → probability)."""
+    group = list(group)
+    top = max((likelihood.get(code, 0.0) for code in group), default=0.0)
+    if top <= 0.0:
+        return dict.fromkeys(group, 0.0)
+    return {
+        code: ODDS_WEIGHT * math.log(max(likelihood.get(code, 0.0) / top, ODDS_FLOOR))
+        for code in group
+    }
+
+
+def close_pair_language(
+    text: str,
+    guess: str,
+    fallback: str | None = None,
+    likelihood: Mapping[str, float] | None = None,
+) -> str:
     """``guess``, or the member of its group of close languages whose own letters and
     words ``text`` has clearly more of (``guess`` when it is in no group or the evidence
     does not point elsewhere). A ``fallback`` (the chat's language) of the same group
     with some evidence, and as much as the winner's, wins: a sentence spelled alike in
-    Danish and Norwegian ("Jeg har ikke tid i dag") stays in the chat's language."""
+    Danish and Norwegian ("Jeg har ikke tid i dag") stays in the chat's language. With
+    ``likelihood`` (py3langid's probability per supported code), each member's evidence
+    also holds the log odds py3langid gives it against the group's likeliest
+    (:data:`ODDS_WEIGHT`): a word or two of a neighbour's does not outweigh a text
+    py3langid finds far more likely in one member ("Я не разумею, растлумач яшчэ раз")."""
     lowered = text.lower()
     group = _group_of(guess, lowered)
     if group is None:
@@ -810,10 +846,16 @@ def close_pair_language(text: str, guess: str, fallback: str | None = None) -> s
         code: _evidence(lowered, code, letters, words, tokens)
         for code, (letters, words) in group.items()
     }
+    # The chat's language keeps a tie of the members' own letters and words, whatever
+    # py3langid's odds: n-grams do not tell apart a sentence both spell alike.
+    own = dict(scores)
+    if likelihood is not None:
+        odds = _odds_evidence(group, likelihood)
+        scores = {code: score + odds[code] for code, score in scores.items()}
     best = max(scores, key=lambda code: scores[code])
     if scores[best] <= scores[guess]:
         best = guess
-    if fallback in group and fallback != best and scores[fallback] >= scores[best] > 0:
+    if fallback in group and fallback != best and own[fallback] >= own[best] > 0:
         return fallback
     return best
 
@@ -942,3 +984,31 @@ def function_word_language(
     if hits[best] >= FUNCTION_WORDS_MIN and hits[best] - own >= margin:
         return best
     return guess
+
+
+# Hindi and Urdu are one spoken language (Hindustani) and often written in Latin letters
+# in chats ("mujhe ek email likhni hai"), which py3langid has no class for (it guesses
+# Estonian, Finnish or Indonesian). Its grammar words as commonly romanised (copula,
+# postpositions, pronouns, question words, negation, modal verbs; written here from the
+# grammar), leaving out those other languages write as words ("se", "me", "to", "wo";
+# Vietnamese "tha", "thi"; Danish "hun").
+ROMANIZED_HINDUSTANI = _words(
+    "hai hain hoon kya kyaa kaise kaisa kaisi kyun kyon kyu kab kahan mujhe "
+    "mujhko mujhse mera meri mere tera teri tere aap aapka aapki apna apni tum tumhe "
+    "tumhara humein hume yeh woh nahi nahin nhi aur bhi karo karna karein kijiye sakte "
+    "sakta sakti chahiye raha rahi rahe mein liye kuch bahut bohot zyada kitna kitne kitni "
+    "abhi batao bataiye samjhao accha acha achha theek thik haan shukriya dhanyavad madad"
+)
+# A text is romanised Hindustani with at least this many of those words making at least
+# this share of its words: two grammar words of a sentence are no chance match.
+ROMANIZED_HINDUSTANI_MIN = 2
+ROMANIZED_HINDUSTANI_SHARE = 0.3
+
+
+def romanized_hindustani(text: str) -> bool:
+    """Whether ``text`` is Hindi-Urdu in Latin letters by its grammar words
+    (:data:`ROMANIZED_HINDUSTANI`: at least :data:`ROMANIZED_HINDUSTANI_MIN`, and
+    :data:`ROMANIZED_HINDUSTANI_SHARE` of its words)."""
+    tokens = _WORDS_RE.findall(text.lower())
+    hits = sum(token in ROMANIZED_HINDUSTANI for token in tokens)
+    return hits >= ROMANIZED_HINDUSTANI_MIN and hits >= ROMANIZED_HINDUSTANI_SHARE * len(tokens)

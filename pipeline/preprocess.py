@@ -440,6 +440,22 @@ _QUOTE_QUESTIONS: dict[str, str] = {
     "uk": "що означає|що значить|як сказати|як буде",
     "ro": "ce înseamnă|ce inseamna|cum se spune",
     "hu": "mit jelent|mit jelent az hogy|hogy mondják",
+    # The same questions in more of the supported Latin-script languages (from their
+    # grammars, each its own "what does … mean" and "how do you say …"); one two
+    # languages write ("kako se kaže") keeps the chat's language when it is one of them.
+    "ca": "què vol dir|que vol dir|què significa|com es diu",
+    "sk": "čo znamená|čo to znamená|ako sa povie",
+    "hr": "što znači|što znači riječ|kako se kaže",
+    "sr": "šta znači|šta znači reč|kako se kaže",
+    "sl": "kaj pomeni|kaj pomeni beseda|kako se reče",
+    "id": "apa arti|apa artinya|apa arti kata|apa maksud|apa maksudnya|artinya apa",
+    "vi": "nghĩa là gì|có nghĩa là gì",
+    "tl": "ano ang ibig sabihin ng|ano ibig sabihin ng",
+    "et": "mida tähendab",
+    "lv": "ko nozīmē",
+    "lt": "ką reiškia",
+    "af": "wat beteken",
+    "sw": "maana ya",
 }
 _SHORT_LANGUAGES = _phrase_languages(
     {
@@ -487,15 +503,20 @@ _SCRIPT_LANGUAGES: dict[str, tuple[str, ...]] = {
     "arabic": ("ar", "fa", "ur", "ps", "ug", "ary", "arz", "sdh"),
     "devanagari": ("hi", "mr", "ne", "sa"),
 }
-# Letters that tell one language of a shared script from the others.
-_TELLTALE_LETTERS: tuple[tuple[str, str], ...] = (
-    ("іїєґ", "uk"),
-    ("ў", "be"),
-    ("әғқңөұһ", "kk"),
-    ("ђћљњџј", "sr"),
-    ("ѓќѕ", "mk"),
-    ("ٹڈڑںے", "ur"),  # before Persian: Urdu writes Persian's letters too
-    ("پچژگکی", "fa"),
+# Letters that tell one language of a shared script from the others, or a few of them
+# (the languages that write it, the first one the default): a letter two languages write
+# keeps the chat's language when it is one of them ("Скопје" in a Macedonian chat, "Мінск"
+# in a Belarusian one). Letters one language writes come first: "Київ" is Ukrainian.
+_TELLTALE_LETTERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("їєґ", ("uk",)),
+    ("ў", ("be",)),
+    ("әғқңөұһ", ("kk",)),
+    ("ђћ", ("sr",)),
+    ("ѓќѕ", ("mk",)),
+    # Urdu's own letters (tteh, ddal, rreh, noon ghunna, bari yeh, heh goal, do-chashmi
+    # heh), before Persian: Urdu writes Persian's letters too.
+    ("ٹڈڑںےہھ", ("ur",)),
+    ("پچژگکی", ("fa",)),
     # Characters Japanese does not write: simplified forms (Japanese keeps 時, 気, 楽, 晩
     # where Chinese writes 时, 气, 乐, 晚), traditional forms Japanese simplified its own
     # way (氣, 們, 說, 對), and Chinese pronouns and particles (你, 吗, 呢; not 的, 是:
@@ -509,8 +530,12 @@ _TELLTALE_LETTERS: tuple[tuple[str, str], ...] = (
         "联脸药获虽补观规视览订讨训议讲许论访证评诉词译试诗调谁谈负财货质购贵费资赛转轮软"
         "轻较输达运进连选释铁银错键闭队阳阶际陆险难项预额饮鸡齐"
         "嗎麼們這說沒對樣讓從裡發關歲錢腦賣寫讀聽邊歡應夠辦帶樂氣國會學實體來覺點",
-        "zh",
+        ("zh",),
     ),
+    # Written by two languages of the script each: Ukrainian and Belarusian i (U+0456);
+    # Serbian and Macedonian je, lje, nje, dzhe (U+0458, U+0459, U+045A, U+045F).
+    ("\u0456", ("uk", "be")),
+    ("\u0458\u0459\u045a\u045f", ("sr", "mk")),
 )
 
 
@@ -566,9 +591,12 @@ def _script_language(sample: str, fallback: str, *, shared: bool) -> str | None:
     # A letter only one language of the script writes outweighs the chat's language
     # ("明白了吗" in a Japanese chat, Ukrainian "\u0456" in a Russian one), and so do
     # words only one of its close languages writes ("Це неправда": Ukrainian "це").
-    for telltale, language in _TELLTALE_LETTERS:
-        if language in writers and any(ch in telltale for ch in sample):
-            return language
+    for telltale, owners in _TELLTALE_LETTERS:
+        if owners[0] in writers and any(ch in telltale for ch in sample):
+            if _base(fallback) in owners:
+                return fallback
+            own = languages.own_words_language(sample, owners[0])
+            return own if own in owners else owners[0]
     if script == "han" and _CHINESE_LE_RE.search(sample):
         return "zh"
     own = languages.own_words_language(sample, writers[0])
@@ -610,6 +638,9 @@ def detect_language(text: str, *, fallback: str) -> str:
         return known
     if _names_only(sample, fallback):
         return fallback
+    if _latin_share(sample) >= 0.9 and languages.romanized_hindustani(sample):
+        # Hindi-Urdu in Latin letters: the chat's of the two, else Hindi.
+        return fallback if _base(fallback) in ("hi", "ur") else "hi"
     if sum(ch.isalpha() for ch in sample) >= 4:
         guessed = _identified_language(sample, fallback)
         if guessed:
@@ -783,7 +814,12 @@ def _identified_language(sample: str, fallback: str) -> str | None:
     base = _base(fallback)
     close = _probability_of(ranked, base) >= float(confidence) * CLOSE_FALLBACK_RATIO
     kept = base if close else None
-    return languages.close_pair_language(sample, language, kept)
+    likelihood: dict[str, float] = {}
+    for code, probability in ranked:
+        name = languages.supported(str(code))
+        if name is not None:
+            likelihood[name] = likelihood.get(name, 0.0) + float(probability)
+    return languages.close_pair_language(sample, language, kept, likelihood)
 
 
 # py3langid spreads its probability over many Latin-script languages on a sentence of a
