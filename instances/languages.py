@@ -5,6 +5,7 @@ pre-processing (``pipeline.language``) lets only them come out of language detec
 
 from __future__ import annotations
 
+import functools
 import re
 
 from django.core.exceptions import ValidationError
@@ -27,10 +28,12 @@ ALIASES = {"nb": "no", "nn": "no", "fil": "tl", "iw": "he", "in": "id"}
 LANGUAGE_CODE_RE = re.compile(r"^[a-zA-Z]{2,3}(-[a-zA-Z]{4})?(-([a-zA-Z]{2}|[0-9]{3}))?$")
 
 
+@functools.lru_cache(maxsize=1024)
 def supported(code: str) -> str | None:
     """``code`` (a py3langid label, ISO 639 or BCP 47 code: "pt-BR", "nb", "fil") as the
     supported language it names ("pt", "no", "tl"), or None when the product does not
-    offer that language."""
+    offer that language. Cached: pre-processing asks it for each of py3langid's ~100
+    labels several times a message."""
     base = code.split("-")[0].split("_")[0].lower()
     base = ALIASES.get(base, base)
     return base if base in _SUPPORTED else None
