@@ -16,6 +16,7 @@ from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 
 from instances.languages import default_language_validate
+from openmates.api_base import api_base_refusal
 
 TIER_NAMES = ("fast", "standard", "heavy")
 _TIER_ENTRY_KEYS = {"model", "api_base", "secret"}
@@ -34,12 +35,24 @@ def _default_embedding_dimensions() -> int:
     return int(settings.LLM_EMBEDDING_DIMENSIONS)
 
 
+def _api_base_validate(where: str, api_base: Any) -> None:
+    if api_base is None:
+        return
+    if not isinstance(api_base, str) or not api_base.startswith(("http://", "https://")):
+        raise ValidationError(f"{where}: 'api_base' must be an http(s) URL.")
+    reason = api_base_refusal(api_base)
+    if reason:
+        raise ValidationError(f"{where}: 'api_base' is refused: {reason}.")
+
+
 def tier_map_validate(value: Any) -> None:
     """Check a tier map's shape: ``{tier: [{"model", "api_base"?, "secret"?}, ...]}``.
 
     An empty mapping means "use settings.LLM_DEFAULT_TIERS". Tiers are ``fast``,
     ``standard`` and ``heavy``; each list is the ordered fallback chain, non-empty; ``model``
-    is LiteLLM's ``provider/name`` form; ``secret`` names an instance secret.
+    is LiteLLM's ``provider/name`` form; ``api_base`` an http(s) URL that
+    :func:`openmates.api_base.api_base_refusal` allows (its host name is resolved: no
+    link-local or metadata address); ``secret`` names an instance secret.
 
     Raises:
         ValidationError: naming the first offending tier or entry.
@@ -61,11 +74,7 @@ def tier_map_validate(value: Any) -> None:
             model = entry.get("model")
             if not isinstance(model, str) or "/" not in model.strip("/"):
                 raise ValidationError(f"{where}: 'model' must look like 'provider/name'.")
-            api_base = entry.get("api_base")
-            if api_base is not None and (
-                not isinstance(api_base, str) or not api_base.startswith(("http://", "https://"))
-            ):
-                raise ValidationError(f"{where}: 'api_base' must be an http(s) URL.")
+            _api_base_validate(where, entry.get("api_base"))
             secret = entry.get("secret")
             if secret is not None and (
                 not isinstance(secret, str) or not SECRET_NAME_RE.match(secret)

@@ -44,6 +44,7 @@ import httpx
 from django.conf import settings
 
 from openmates import embeddings
+from openmates.api_base import api_base_refusal
 from openmates.env import env_secret
 from openmates.llm_calllog import CallLogWriter, sanitised_error_message
 from openmates.llm_stream import (
@@ -475,13 +476,15 @@ def _routes(tier: str, instance: Any | None, secrets: Mapping[str, str] | None) 
 
     Raises:
         ValueError: ``tier`` is not one of :data:`TIERS`.
-        LLMConfigurationError: no entry for the tier, or none has its secret.
+        LLMConfigurationError: no entry for the tier, or none has its secret and an
+            allowed ``api_base``.
     """
     entries = _tier_entries(tier, instance)
     # The settings' defaults name environment variables; an instance's map, its secrets.
     own_map = bool((getattr(instance, "tier_map", None) or {}).get(tier))
     routes: list[_Route] = []
     missing: list[str] = []
+    refused: list[str] = []
     for entry in entries:
         model = str(entry.get("model") or "")
         if not model:
@@ -494,11 +497,16 @@ def _routes(tier: str, instance: Any | None, secrets: Mapping[str, str] | None) 
                 missing.append(str(secret))
                 continue
             api_key = value
+        api_base = entry.get("api_base") or None
+        refusal = _api_base_refused(api_base) if own_map else None
+        if refusal:
+            refused.append(refusal)
+            continue
         routes.append(
             _Route(
                 tier=tier,
                 model=model,
-                api_base=entry.get("api_base") or None,
+                api_base=api_base,
                 api_key=api_key,
                 base_model=model.startswith(_BASE_MODEL_PREFIX),
             )
@@ -511,7 +519,19 @@ def _routes(tier: str, instance: Any | None, secrets: Mapping[str, str] | None) 
             f"The {tier} tier cannot be used: the secret {names} is not set for this instance.",
             missing_secrets=tuple(missing),
         )
+    if refused:
+        raise LLMConfigurationError(f"The {tier} tier cannot be used: {refused[0]}")
     raise LLMConfigurationError(f"No model is configured for the {tier} tier.")
+
+
+def _api_base_refused(api_base: str | None) -> str | None:
+    """Why an instance's ``api_base`` is refused (``openmates.api_base``), or ``None``.
+
+    Judged as written, at each call: a tier map saved before the rule, or a setting turned
+    off since, is refused too; its host name was resolved when the map was saved.
+    """
+    reason = api_base_refusal(api_base, resolve=False) if api_base else None
+    return f"the model endpoint {api_base} is refused: {reason}." if reason else None
 
 
 def _secret_value(name: str, secrets: Mapping[str, str] | None) -> str | None:
@@ -1114,6 +1134,9 @@ def _embedding_route(model: str, instance: Any | None, secrets: Mapping[str, str
             )
         api_key = value
     api_base = entry.get("api_base") if entry.get("model") == model else None
+    refusal = _api_base_refused(api_base)
+    if refusal:
+        raise LLMConfigurationError(f"The embedding model {model} cannot be used: {refusal}")
     return _Route("", model, api_base or None, api_key, base_model=False)
 
 

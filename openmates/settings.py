@@ -211,6 +211,9 @@ GIL_SWITCH_INTERVAL_MS = env_float("GIL_SWITCH_INTERVAL_MS", default=0.5)
 LLM_LOCAL_API_BASE = service_setting("LLM_LOCAL_API_BASE", "http://127.0.0.1:8088/v1")
 LLM_LOCAL_MODEL = env_str("LLM_LOCAL_MODEL", "text-completion-openai/gemma-3-270m")
 LLM_LOCAL_CONTEXT_TOKENS = env_int("LLM_LOCAL_CONTEXT_TOKENS", default=8192)
+# Whether an instance's tier map may point ``api_base`` at loopback or private addresses (a
+# local Ollama); link-local and metadata addresses never (openmates/api_base.py).
+LLM_API_BASE_PRIVATE_ALLOWED = env_bool("LLM_API_BASE_PRIVATE_ALLOWED", default=True)
 
 
 def _default_tier(tier: str) -> list[dict[str, str]]:
