@@ -15,8 +15,9 @@ answers 404 ``not_found`` like an unknown one. Error bodies are
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -25,6 +26,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle, ScopedRateThrottle
 
 from accounts.permissions import SessionOnlyForWrites
 from chats import notify, selectors, services
@@ -350,11 +352,16 @@ class UserKeysApi(JsonOnlyApi):
 
     GET is open to API tokens: a client without a browser needs its wrapped master key to
     unwrap it with the user's passphrase and decrypt chats. PUT needs a browser session
-    (403 ``session_required`` for a token): replacing the wrapped keys with material the
-    user cannot unwrap makes every encrypted chat unreadable, too much for a leaked token.
+    (403 ``session_required`` for a token) and the user's login password (``password``;
+    a wrong one is 403 ``permission_denied``): replacing the wrapped keys with material the
+    user cannot unwrap makes every encrypted chat unreadable, too much for a leaked token,
+    a stolen cookie or a script injected into the page. PUT's password check is throttled
+    per user like account deletion's (scope ``password``: 429 ``throttled`` with
+    ``retry_after``); GET is not throttled.
     """
 
     permission_classes = [IsAuthenticated, SessionOnlyForWrites]
+    throttle_scope = "password"
 
     class KeysSerializer(NoUnknownFields):
         wrapped_master_key = _b64()
@@ -365,6 +372,14 @@ class UserKeysApi(JsonOnlyApi):
         version = StrictIntegerField(
             min_value=1, max_value=_MAX_VERSION, required=False, allow_null=True
         )
+
+    class KeysPutSerializer(KeysSerializer):
+        # Exactly as typed: a password may begin or end with spaces.
+        password = StrictCharField(write_only=True, trim_whitespace=False, max_length=4096)
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        """The password throttle for PUT only: reading the keys checks no password."""
+        return [ScopedRateThrottle()] if self.request.method == "PUT" else []
 
     @extend_schema(operation_id="keys_retrieve", responses={200: KeysSerializer})
     def get(self, request: Request) -> Response:
@@ -383,17 +398,26 @@ class UserKeysApi(JsonOnlyApi):
         )
 
     @extend_schema(
-        operation_id="keys_update", request=KeysSerializer, responses={200: OpenApiTypes.OBJECT}
+        operation_id="keys_update",
+        request=KeysPutSerializer,
+        responses={200: OpenApiTypes.OBJECT},
     )
     def put(self, request: Request) -> Response:
-        body = self.KeysSerializer(data=request.data)
+        body = self.KeysPutSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        fields = dict(body.validated_data)
+        user = cast("AbstractBaseUser", request.user)  # IsAuthenticated let only a user in
+        if not user.check_password(fields.pop("password")):
+            return Response(
+                {"code": "permission_denied", "message": "wrong password"},
+                status=status.HTTP_403_FORBIDDEN,
+            )
         try:
-            keys = services.user_keys_set(user=request.user, **body.validated_data)
+            keys = services.user_keys_set(user=request.user, **fields)
         except services.VersionConflict as exc:
             return _conflict(exc)
         except ValueError as exc:
-            return Response({"code": "invalid_request", "message": str(exc)}, status=400)
+            raise serializers.ValidationError({"kdf": [str(exc)]}) from None
         except vault.VaultError:
             return Response(
                 {"code": "vault_unavailable", "message": "the key service is unavailable"},

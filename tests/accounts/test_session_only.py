@@ -32,6 +32,8 @@ KEYS: dict[str, Any] = {
     "recovery_key_id": "AQEBAQEBAQE=",
     "kdf": KDF,
 }
+# What the browser sends: the keys and the login password, checked again by the server.
+PUT_KEYS: dict[str, Any] = {**KEYS, "password": PASSWORD}
 
 
 def _bearer(user: Any) -> APIClient:
@@ -48,10 +50,10 @@ def _browser(user: Any) -> APIClient:
 
 
 def test_a_token_cannot_replace_the_wrapped_keys(keyed_owner: Any) -> None:
-    assert _browser(keyed_owner).put("/api/chats/keys/", KEYS, format="json").json() == {
+    assert _browser(keyed_owner).put("/api/chats/keys/", PUT_KEYS, format="json").json() == {
         "version": 1
     }
-    hostile = {**KEYS, "wrapped_master_key": "BwgJ", "version": 1}
+    hostile = {**PUT_KEYS, "wrapped_master_key": "BwgJ", "version": 1}
 
     refused = _bearer(keyed_owner).put("/api/chats/keys/", hostile, format="json")
 
@@ -62,7 +64,7 @@ def test_a_token_cannot_replace_the_wrapped_keys(keyed_owner: Any) -> None:
 
 
 def test_a_token_cannot_create_the_first_wrapped_keys_either(keyed_owner: Any) -> None:
-    refused = _bearer(keyed_owner).put("/api/chats/keys/", KEYS, format="json")
+    refused = _bearer(keyed_owner).put("/api/chats/keys/", PUT_KEYS, format="json")
 
     assert refused.status_code == 403
     assert refused.json() == SESSION_REQUIRED
@@ -70,7 +72,7 @@ def test_a_token_cannot_create_the_first_wrapped_keys_either(keyed_owner: Any) -
 
 
 def test_a_token_still_reads_the_wrapped_keys(keyed_owner: Any) -> None:
-    _browser(keyed_owner).put("/api/chats/keys/", KEYS, format="json")
+    _browser(keyed_owner).put("/api/chats/keys/", PUT_KEYS, format="json")
 
     answer = _bearer(keyed_owner).get("/api/chats/keys/")
 
@@ -92,4 +94,4 @@ def test_a_session_with_a_stray_bearer_header_is_still_a_session(keyed_owner: An
     _, raw = api_token_create(user=keyed_owner, name="script")
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
 
-    assert client.put("/api/chats/keys/", KEYS, format="json").json() == {"version": 1}
+    assert client.put("/api/chats/keys/", PUT_KEYS, format="json").json() == {"version": 1}

@@ -8,6 +8,9 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
+# The login password of tests.factories.UserFactory's users (PUT /api/chats/keys/ asks it).
+PASSWORD = "correct horse battery staple"
+
 
 def client_envelope(body: bytes = b"ciphertext and tag") -> str:
     """Standard base64 of a docs/crypto.md §3 envelope (version 1, key id, iv, body >= tag)."""

@@ -16,7 +16,7 @@ from instances.models import InstanceMember
 from openmates import crypto, vault
 from pipeline import protocol
 from pipeline.ids import new_id
-from tests.chats.rest import client_envelope, signed_in_client
+from tests.chats.rest import PASSWORD, client_envelope, signed_in_client
 
 CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 
@@ -202,16 +202,68 @@ def test_user_keys_are_stored_wrapped_and_replaced_by_version(keyed_owner: Any) 
             "iterations": 600000,
             "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
         },
+        "password": PASSWORD,
     }
     weak = {**keys, "kdf": {**keys["kdf"], "iterations": 10_000}}
     refused = client.put("/api/chats/keys/", weak, format="json")
     assert refused.status_code == 400
-    assert "600000" in refused.json()["message"]
+    assert refused.json()["code"] == "invalid"
+    assert refused.json()["fields"] == {"kdf": ["PBKDF2 needs at least 600000 iterations"]}
     assert client.put("/api/chats/keys/", keys, format="json").json() == {"version": 1}
     assert client.put("/api/chats/keys/", keys, format="json").status_code == 409
     changed = {**keys, "wrapped_master_key": "BwgJ", "version": 1}
     assert client.put("/api/chats/keys/", changed, format="json").json() == {"version": 2}
     assert client.get("/api/chats/keys/").json()["wrapped_master_key"] == "BwgJ"
+
+
+def test_replacing_the_keys_needs_the_login_password(keyed_owner: Any) -> None:
+    # A stolen cookie or a script in the page must not make every chat unreadable.
+    client = signed_in_client(keyed_owner)
+    keys: dict[str, Any] = {
+        "wrapped_master_key": "AQID",
+        "recovery_wrapped_master_key": "BAUG",
+        "master_key_id": "AAAAAAAAAAA=",
+        "recovery_key_id": "AQEBAQEBAQE=",
+        "kdf": {
+            "name": "PBKDF2",
+            "hash": "SHA-256",
+            "iterations": 600000,
+            "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
+        },
+    }
+    assert client.put("/api/chats/keys/", {**keys, "password": PASSWORD}, format="json").json() == {
+        "version": 1
+    }
+    hostile = {**keys, "wrapped_master_key": "BwgJ", "version": 1}
+
+    missing = client.put("/api/chats/keys/", hostile, format="json")
+    wrong = client.put("/api/chats/keys/", {**hostile, "password": "guess"}, format="json")
+    padded = client.put("/api/chats/keys/", {**hostile, "password": f" {PASSWORD}"}, format="json")
+
+    assert missing.status_code == 400
+    assert missing.json()["fields"] == {"password": ["This field is required."]}
+    assert (wrong.status_code, wrong.json()) == (
+        403,
+        {"code": "permission_denied", "message": "wrong password"},
+    )
+    assert padded.status_code == 403
+    stored = UserKeys.objects.get(user=keyed_owner)
+    assert (stored.wrapped_master_key, stored.version) == ("AQID", 1)
+
+
+def test_key_replacements_are_throttled_but_reading_them_is_not(keyed_owner: Any) -> None:
+    client = signed_in_client(keyed_owner)
+    body = {"wrapped_master_key": "AQID", "password": "guess"}
+    guesses = [client.put("/api/chats/keys/", body, format="json") for _ in range(5)]
+    reads = [client.get("/api/chats/keys/") for _ in range(8)]
+
+    throttled = client.put("/api/chats/keys/", body, format="json")
+
+    assert [g.status_code for g in guesses] == [400] * 5
+    assert [r.status_code for r in reads] == [404] * 8
+    assert throttled.status_code == 429
+    assert throttled.json()["code"] == "throttled"
+    assert 1 <= throttled.json()["retry_after"] <= 60
 
 
 def test_account_deletion_leaves_nothing_decryptable(chat: Chat, keyed_owner: Any) -> None:

@@ -16,7 +16,7 @@ from chats.models import Chat, Message, UserKeys
 from instances.models import InstanceMember
 from openmates.api_errors import error_body, exception_handler
 from pipeline.ids import new_id
-from tests.chats.rest import client_envelope, signed_in_client
+from tests.chats.rest import PASSWORD, client_envelope, signed_in_client
 
 CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 KEYS: dict[str, Any] = {
@@ -30,6 +30,7 @@ KEYS: dict[str, Any] = {
         "iterations": 600000,
         "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
     },
+    "password": PASSWORD,
 }
 # Path ids that can name nothing: NUL (PostgreSQL refuses it in text), not a UUID,
 # upper-case, a UUIDv4, a UUIDv7 without dashes.

@@ -16,7 +16,7 @@ from instances.models import InstanceMember
 from openmates import crypto, ids, vault
 from pipeline import protocol
 from pipeline.ids import new_id
-from tests.chats.rest import client_envelope, signed_in_client
+from tests.chats.rest import PASSWORD, client_envelope, signed_in_client
 
 KDF = {
     "name": "PBKDF2",
@@ -197,6 +197,7 @@ def test_setting_keys_creates_the_users_transit_key(plain_owner: Any) -> None:
         "master_key_id": "AAAAAAAAAAA=",
         "recovery_key_id": "AQEBAQEBAQE=",
         "kdf": KDF,
+        "password": PASSWORD,
     }
     answer = signed_in_client(plain_owner).put("/api/chats/keys/", keys, format="json")
     assert answer.status_code == 200

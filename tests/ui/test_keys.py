@@ -91,6 +91,29 @@ def test_set_up_reload_and_unlock_with_the_csp_intact(
     assert [m for m in watched.console if m.startswith("error")] == []
 
 
+def test_keys_replaced_on_the_server_say_what_to_do(
+    asgi_server: str, open_signup: Instance, page: Any
+) -> None:
+    sign_up(page, asgi_server, "eve")
+    set_passphrase(page)
+    finish_setup(page)
+    # The passphrase-wrapped key swapped for another key's envelope (its key id is not
+    # kdf.key_id): what a replacement with foreign material looks like to the browser.
+    keys = UserKeys.objects.get(user__username="eve")
+    keys.wrapped_master_key = keys.recovery_wrapped_master_key
+    keys.save()
+
+    page.reload()
+    page.fill("#unlock-passphrase", PASSPHRASE)
+    page.click("#unlock-submit")
+
+    page.wait_for_selector("#unlock-error:has-text('do not fit together')")
+    shown = page.inner_text("#unlock-error")
+    assert "recovery key" in shown
+    assert "wrong_key" not in shown
+    assert page.is_hidden("#app")
+
+
 def test_passphrase_equal_to_the_login_password_is_refused(
     asgi_server: str, open_signup: Instance, page: Any
 ) -> None:

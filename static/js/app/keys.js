@@ -69,15 +69,29 @@ function newPassphraseProblem(passphrase, again) {
   return null;
 }
 
+// The stored wrapped key names another key than its parameters: not a mistyped passphrase
+// but keys that were replaced or damaged on the server.
+const KEYS_MISMATCH = "The encryption keys stored for your account do not fit together: "
+  + "they were changed or damaged on the server. If you have your recovery key, reset your "
+  + "passphrase with it (\"Forgot it? Use the recovery key\"); if that fails too, ask your administrator.";
+
 function describe(error) {
   if (error instanceof CryptoError) {
     return {
       wrong_passphrase: "Wrong passphrase. Try again, or reset it with your recovery key.",
+      wrong_key: KEYS_MISMATCH,
+      malformed: KEYS_MISMATCH,
       bad_recovery_key: "This recovery key does not fit (check for typos).",
       passphrase_is_login_password: "The passphrase must differ from your login password.",
       passphrase_too_short: "The passphrase needs at least 8 characters.",
       kdf_below_floor: "The stored key parameters are weaker than this app accepts; refusing them.",
     }[error.code] || `Encryption error (${error.code}).`;
+  }
+  if (error instanceof HttpError && error.body?.code === "permission_denied") {
+    return "The server did not accept your login password. Check it and try again.";
+  }
+  if (error instanceof HttpError && error.status === 429) {
+    return "Too many password attempts. Wait a minute, then try again.";
   }
   if (error instanceof HttpError) return `The server answered ${error.status}. Try again.`;
   return "Something went wrong. Check your connection and try again.";
@@ -107,7 +121,8 @@ function setupCreateForm(session, userId) {
       }
       error.textContent = "Creating your keys…";
       const created = await keyring.createUserKeys({ userId, passphrase, loginPassword });
-      const saved = await api("PUT", KEYS_URL, created.userKeys);
+      // The server checks the login password again before it stores keys (docs/crypto.md §2).
+      const saved = await api("PUT", KEYS_URL, { ...created.userKeys, password: loginPassword });
       session.userKeys = { ...created.userKeys, version: saved.version };
       session.recoveryText = created.recoveryKey;
       error.textContent = "";
@@ -228,7 +243,9 @@ function setupRecoverForm(session, userId, onUnlocked) {
       const updated = await keyring.changePassphrase({
         userId, userKeys: session.userKeys, recoveryKey: $("recover-key").value, newPassphrase: passphrase, loginPassword,
       });
-      const saved = await api("PUT", KEYS_URL, { ...updated, version: session.userKeys.version });
+      const saved = await api("PUT", KEYS_URL, {
+        ...updated, version: session.userKeys.version, password: loginPassword,
+      });
       session.userKeys = { ...updated, version: saved.version };
       $("recover-key").value = "";
       $("recover-passphrase").value = "";
