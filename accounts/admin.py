@@ -9,12 +9,14 @@ from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from accounts.models import ApiToken, Invitation, SignupPolicy
 from accounts.services import account_delete, api_token_revoke, invitation_create
+from accounts.usernames import username_validate
 
 
 @admin.register(SignupPolicy)
@@ -78,6 +80,26 @@ class ApiTokenAdmin(admin.ModelAdmin):
         messages.success(request, f"Revoked {len(tokens)} API token(s).")
 
 
+class _UserCreationForm(AdminUserCreationForm):
+    """Django's add-user form; the username may neither mix scripts nor read like an
+    existing one (``accounts.usernames``)."""
+
+    def clean_username(self) -> str:
+        username: str = super().clean_username()
+        username_validate(username)
+        return username
+
+
+class _UserChangeForm(UserChangeForm):
+    """Django's change-user form; a new username is held to the sign-up's rules."""
+
+    def clean_username(self) -> str:
+        username: str = self.cleaned_data["username"]
+        if username != self.initial.get("username"):
+            username_validate(username, exclude_pk=self.instance.pk)
+        return username
+
+
 admin.site.unregister(User)
 
 
@@ -86,8 +108,12 @@ class AccountUserAdmin(UserAdmin):
     """Django's user admin; deleting a user is an account deletion (``account_delete``):
     the transit key is shredded and the caches dropped, not only the rows.
 
-    A Vault failure raises (an error page) and leaves that user undeleted.
+    A Vault failure raises (an error page) and leaves that user undeleted. New and renamed
+    usernames may neither mix scripts nor read like an existing one.
     """
+
+    add_form = _UserCreationForm
+    form = _UserChangeForm
 
     def delete_model(self, request: HttpRequest, obj: User) -> None:
         account_delete(user=obj)

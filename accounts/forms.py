@@ -11,6 +11,8 @@ from django.contrib.auth.models import AbstractBaseUser, User
 from django.core.validators import MaxLengthValidator
 from django.http import HttpRequest
 
+from accounts.usernames import username_validate
+
 # Longest password accepted at sign-up (hashing a megabyte-long one is a cheap DoS).
 PASSWORD_MAX_LENGTH = 1024
 PASSWORD_TOO_LONG = f"Use at most {PASSWORD_MAX_LENGTH} characters for the password."
@@ -38,8 +40,9 @@ class SignUpForm(forms.Form):
     """Username, e-mail and password twice; the invitation token travels hidden.
 
     The username passes the user model's own validators (characters, length) after
-    Django's NFKC normalisation, and must differ from every existing username in more
-    than case. Passwords are at most ``PASSWORD_MAX_LENGTH`` characters.
+    Django's NFKC normalisation, must differ from every existing username in more
+    than case, and may neither mix scripts nor read like an existing username
+    (``accounts.usernames``). Passwords are at most ``PASSWORD_MAX_LENGTH`` characters.
     """
 
     username = UsernameField(
@@ -81,6 +84,7 @@ class SignUpForm(forms.Form):
         username: str = self.cleaned_data["username"]
         if get_user_model().objects.filter(username__iexact=username).exists():
             raise forms.ValidationError("This username is taken.")
+        username_validate(username)
         return username
 
     def clean(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.contrib.auth import logout
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -40,6 +41,7 @@ from accounts.selectors import (
     invitation_token_hash,
     signup_target_get,
 )
+from accounts.usernames import username_validate
 from instances.models import Instance, InstanceMember
 from instances.services import instance_member_set
 from openmates import crypto, sockets, vault
@@ -145,8 +147,9 @@ def user_sign_up(*, username: str, email: str, password: str, invitation_token: 
 
     Raises:
         openmates.vault.VaultError: the user's transit key could not be created.
-        SignupRefusedError: sign-up is by invitation and the token is missing or not usable, or
-            the invitation is bound to another e-mail address.
+        SignupRefusedError: sign-up is by invitation and the token is missing or not usable,
+            the invitation is bound to another e-mail address, or the username mixes
+            scripts or reads like an existing one (``accounts.usernames``).
     """
     target = signup_target_get(invitation_token=invitation_token)
     if target.instance is None:
@@ -163,6 +166,10 @@ def user_sign_up(*, username: str, email: str, password: str, invitation_token: 
             )
         if invitation.email and invitation.email != email.strip().lower():
             raise SignupRefusedError("This invitation is for another e-mail address.")
+    try:
+        username_validate(username)
+    except ValidationError as refused:
+        raise SignupRefusedError(refused.messages[0]) from refused
     user = User.objects.create_user(username=username, email=email, password=password)
     instance_member_set(instance=target.instance, user=user, role=InstanceMember.Role.MEMBER)
     # The user's named transit key must exist before anything of theirs is sealed; a

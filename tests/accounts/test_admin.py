@@ -36,3 +36,45 @@ def test_admin_creates_an_invitation_and_shows_its_link_once(client: Client) -> 
     assert token.group(1) not in invitation.token_hash
     assert invitation_get_usable(token=token.group(1)) == invitation
     assert signup_target_get(invitation_token=token.group(1)).instance == lab
+
+
+def test_the_admin_refuses_to_add_or_rename_a_user_to_a_look_alike(client: Client) -> None:
+    admin: Any = UserFactory(username="root", is_staff=True, is_superuser=True)
+    demo: Any = UserFactory(username="demo")
+    client.force_login(admin)
+    password = "a long passphrase 17"
+
+    mixed = client.post(
+        "/admin/auth/user/add/",
+        {
+            "username": "dem\u043e",
+            "usable_password": "true",
+            "password1": password,
+            "password2": password,
+        },
+    )
+    look_alike = client.post(
+        "/admin/auth/user/add/",
+        {
+            "username": "\u0440\u043e\u0440",
+            "usable_password": "true",
+            "password1": password,
+            "password2": password,
+        },
+    )
+    UserFactory(username="pop")
+    renamed = client.post(
+        f"/admin/auth/user/{demo.pk}/change/",
+        {
+            "username": "\u0440\u043e\u0440",
+            "date_joined_0": "2026-01-01",
+            "date_joined_1": "00:00:00",
+            "is_active": "on",
+        },
+    )
+
+    assert "this one mixes Cyrillic and Latin letters" in mixed.content.decode()
+    assert look_alike.status_code == 302
+    assert "looks the same as an existing one" in renamed.content.decode()
+    demo.refresh_from_db()
+    assert demo.username == "demo"

@@ -98,3 +98,42 @@ def test_sign_up_accepts_a_password_of_the_maximum_length(
     client: Client, open_instance: Instance
 ) -> None:
     assert _sign_up(client, "ada", password="correct horse " + "p" * 1010).status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("username", "scripts"),
+    [
+        ("dem\u043e", "Cyrillic and Latin"),
+        ("d\u0435m\u043e", "Cyrillic and Latin"),
+        ("\u03a9mega", "Greek and Latin"),
+    ],
+)
+def test_sign_up_refuses_a_username_mixing_scripts(
+    client: Client, open_instance: Instance, username: str, scripts: str
+) -> None:
+    response = _sign_up(client, username)
+
+    assert response.status_code == 200
+    assert (
+        f"Write the username in one script: this one mixes {scripts} letters."
+    ).encode() in response.content
+    assert get_user_model().objects.count() == 0
+
+
+def test_sign_up_refuses_a_username_that_reads_like_an_existing_one(
+    client: Client, open_instance: Instance
+) -> None:
+    assert _sign_up(client, "pop").status_code == 302
+
+    cyrillic = _sign_up(Client(), "\u0440\u043e\u0440")
+    greek = _sign_up(Client(), "\u03bf")
+    japanese = _sign_up(Client(), "\u5c71\u7530\u305f\u308d\u3046")
+    digits = _sign_up(Client(), "p0p")
+
+    assert b"This username looks the same as an existing one; choose another." in cyrillic.content
+    assert greek.status_code == 302
+    assert japanese.status_code == 302
+    assert digits.status_code == 302
+    assert sorted(get_user_model().objects.values_list("username", flat=True)) == sorted(
+        ["pop", "\u03bf", "\u5c71\u7530\u305f\u308d\u3046", "p0p"]
+    )

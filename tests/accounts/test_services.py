@@ -116,3 +116,17 @@ def test_account_delete_removes_user_rows_and_shreds_the_transit_key(
     assert not UserKeys.objects.filter(user_id=user.pk).exists()
     with pytest.raises(vault.VaultError):
         vault.key_latest_version(key_name)
+
+
+def test_sign_up_refuses_mixed_scripts_and_look_alikes_of_existing_users(
+    open_instance: Instance,
+) -> None:
+    _sign_up("demo", email="")
+
+    with pytest.raises(services.SignupRefusedError, match="mixes Cyrillic and Latin"):
+        _sign_up("d\u0435m\u043e", email="")
+    _sign_up("pop", email="")
+    with pytest.raises(services.SignupRefusedError, match="looks the same as an existing one"):
+        _sign_up("\u0440\u043e\u0440", email="")
+
+    assert sorted(get_user_model().objects.values_list("username", flat=True)) == ["demo", "pop"]
