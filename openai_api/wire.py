@@ -1,9 +1,10 @@
 """OpenAI's chat-completions wire format: the request OpenMates accepts and what it sends.
 
 Request (``POST /v1/chat/completions``; docs/api.md §3): ``model`` (an instance slug),
-``messages`` (``role`` ``system`` / ``developer`` / ``user`` / ``assistant`` / ``tool``,
-``content`` a string or a list of ``{"type": "text", "text"}`` and ``{"type":
-"image_url", "image_url": {"url": "data:…"}}`` parts; the last message is the user's),
+``messages`` (at most :data:`MAX_MESSAGES`; ``role`` ``system`` / ``developer`` / ``user``
+/ ``assistant`` / ``tool``, ``content`` a string or a list of ``{"type": "text", "text"}``
+and ``{"type": "image_url", "image_url": {"url": "data:…"}}`` parts; the last message is
+the user's),
 ``stream``, ``stream_options.include_usage``, ``stop`` (a string or up to 4 strings),
 ``temperature`` (0-2), ``max_tokens`` / ``max_completion_tokens``, ``user`` (recorded,
 never used to pick data), ``n`` (1 only). Client-side ``tools`` /
@@ -27,6 +28,7 @@ events ending with ``data: [DONE]``; with ``include_usage`` every chunk carries
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -134,26 +136,52 @@ class ImagePart:
     param: str
 
 
+def _text_of(part: dict[str, Any], *, where: str) -> str:
+    """The ``text`` of a ``{"type": "text"}`` part at ``where`` (``messages.N.content.M``).
+
+    Raises:
+        WireError: ``text`` missing (``missing_required_parameter``) or not a string
+            (``invalid_type``), 400, ``param`` naming ``….text``.
+    """
+    text = part.get("text")
+    if isinstance(text, str):
+        return text
+    if "text" not in part:
+        raise WireError(
+            400,
+            f"{where}: a text part needs its 'text' field.",
+            code="missing_required_parameter",
+            param=f"{where}.text",
+        )
+    raise WireError(
+        400, f"{where}.text: must be a string.", code="invalid_type", param=f"{where}.text"
+    )
+
+
+def _unsupported_part(kind: Any, *, where: str) -> WireError:
+    return WireError(
+        400, f"Unsupported content part type {kind!r}.", code="invalid_type", param=where
+    )
+
+
 def part_text(content: str | list[dict[str, Any]] | None, *, where: str) -> str:
     """An earlier message's text: the string, or its text parts joined, each image part
     as :data:`EARLIER_IMAGE`.
 
     Raises:
-        WireError: a part of an unknown type (400).
+        WireError: a part of an unknown type, a text part without a string ``text`` (400).
     """
     if content is None or isinstance(content, str):
         return content or ""
     texts = []
-    for part in content:
+    for number, part in enumerate(content):
         kind = part.get("type")
-        if kind == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
+        if kind == "text":
+            texts.append(_text_of(part, where=f"{where}.{number}"))
         elif kind in IMAGE_PART_TYPES:
             texts.append(EARLIER_IMAGE)
         else:
-            raise WireError(
-                400, f"Unsupported content part type {kind!r}.", code="invalid_type", param=where
-            )
+            raise _unsupported_part(kind, where=where)
     return "\n".join(texts)
 
 
@@ -176,14 +204,12 @@ def message_content(
     texts, images = [], []
     for number, part in enumerate(content):
         kind = part.get("type")
-        if kind == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
+        if kind == "text":
+            texts.append(_text_of(part, where=f"{where}.{number}"))
         elif kind in IMAGE_PART_TYPES:
             images.append(_image_part(part, where=f"{where}.{number}"))
         else:
-            raise WireError(
-                400, f"Unsupported content part type {kind!r}.", code="invalid_type", param=where
-            )
+            raise _unsupported_part(kind, where=where)
     return "\n".join(texts), images
 
 
@@ -218,8 +244,19 @@ def _image_part(part: dict[str, Any], *, where: str) -> ImagePart:
 _TOO_DEEP = f"The body nests deeper than {MAX_JSON_DEPTH} levels."
 
 
+class _NotFiniteError(ValueError):
+    """A JSON number too large for a double (``1e999``): Python reads it as infinity."""
+
+
 def _refuse_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFiniteError(text)
+    return value
 
 
 def _validation_code(kind: str) -> str:
@@ -235,15 +272,25 @@ def parse_request(body: bytes) -> ChatRequest:
     """Parse and check a chat-completions body.
 
     Raises:
-        WireError: not JSON (also NaN or Infinity, which JSON does not have, and nesting
-            deeper than ``openmates.rest.MAX_JSON_DEPTH``: ``invalid_json``), a field of the
-            wrong type (``invalid_type``), ``n`` > 1, client-side tools, a last message that
-            is not the user's (all 400).
+        WireError: not JSON (also NaN or Infinity, which JSON does not have, a number
+            beyond a double's range such as ``1e999``, and nesting deeper than
+            ``openmates.rest.MAX_JSON_DEPTH``: ``invalid_json``), a field of the wrong type
+            (``invalid_type``), ``n`` > 1, client-side tools, a last message that is not the
+            user's (all 400).
     """
     try:
-        data = json.loads(body or b"null", parse_constant=_refuse_constant)
+        data = json.loads(
+            body or b"null", parse_constant=_refuse_constant, parse_float=_finite_float
+        )
     except RecursionError:
         raise WireError(400, _TOO_DEEP, code="invalid_json") from None
+    except _NotFiniteError as exc:
+        raise WireError(
+            400,
+            f"The body holds the number {str(exc)[:32]}, too large for a double: JSON "
+            "numbers must be finite.",
+            code="invalid_json",
+        ) from None
     except (ValueError, UnicodeDecodeError):
         raise WireError(400, "The body is not valid JSON.", code="invalid_json") from None
     if depth_exceeds(data, MAX_JSON_DEPTH):

@@ -180,8 +180,17 @@ def test_every_refused_body_names_a_stable_code(
         b'{"model": "demo", "messages": ' + b"[" * 40 + b"]" * 40 + b"}",
         b'{"model": "demo", "temperature": NaN, "messages": [{"role": "user", "content": "x"}]}',
         b'{"model": "demo", "top_p": -Infinity, "messages": [{"role": "user", "content": "x"}]}',
+        b'{"model": "demo", "temperature": 1e999, "messages": [{"role": "user", "content": "x"}]}',
+        b'{"model": "demo", "top_p": -1E400, "messages": [{"role": "user", "content": ""}]}',
     ],
-    ids=["nested-past-the-recursion-limit", "nested-past-the-depth-limit", "nan", "infinity"],
+    ids=[
+        "nested-past-the-recursion-limit",
+        "nested-past-the-depth-limit",
+        "nan",
+        "infinity",
+        "overflowing-to-infinity",
+        "overflowing-to-minus-infinity",
+    ],
 )
 def test_what_is_not_json_or_nests_too_deep_is_invalid_json(body: bytes) -> None:
     with pytest.raises(WireError) as caught:
@@ -199,3 +208,34 @@ def test_an_unknown_v1_path_is_an_openai_shaped_404(client: Any) -> None:
         assert response.status_code == 404
         assert response["Content-Type"].startswith("application/json")
         assert response.json()["error"]["code"] == "unknown_url"
+
+
+def test_a_number_too_large_for_a_double_is_named() -> None:
+    with pytest.raises(WireError) as caught:
+        parse_request(b'{"model": "demo", "temperature": 1e999, "messages": []}')
+
+    assert caught.value.message == (
+        "The body holds the number 1e999, too large for a double: JSON numbers must be finite."
+    )
+
+
+@pytest.mark.parametrize(
+    ("part", "code", "message"),
+    [
+        ({"type": "text"}, "missing_required_parameter", "a text part needs its 'text' field."),
+        ({"type": "text", "text": 5}, "invalid_type", "must be a string."),
+    ],
+)
+def test_a_text_part_without_a_string_text_says_so(
+    part: dict[str, Any], code: str, message: str
+) -> None:
+    from openai_api.wire import message_content, part_text
+
+    for read in (message_content, part_text):
+        with pytest.raises(WireError) as caught:
+            read([{"type": "text", "text": "hi"}, part], where="messages.0.content")
+
+        assert (caught.value.status, caught.value.code) == (400, code)
+        assert caught.value.param == "messages.0.content.1.text"
+        assert message in caught.value.message
+        assert "Unsupported" not in caught.value.message
