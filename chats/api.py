@@ -129,6 +129,11 @@ def _chat_or_404(request: Request, chat_id: str) -> Chat:
     return chat
 
 
+def _read_only(exc: services.ReadOnlyChat) -> Response:
+    """409 ``read_only``: a client write a server-managed chat does not take (docs/api.md §1)."""
+    return Response({"code": "read_only", "message": str(exc)}, status=status.HTTP_409_CONFLICT)
+
+
 def _conflict(exc: services.VersionConflict) -> Response:
     return Response(
         {"code": "conflict", "message": str(exc), "version": exc.current_version},
@@ -188,7 +193,9 @@ class ChatListApi(JsonOnlyApi):
 
 
 class ChatDetailApi(JsonOnlyApi):
-    """GET: one chat's metadata. PATCH: change metadata (409 on a stale version). DELETE."""
+    """GET: one chat's metadata. PATCH: change metadata (409 ``conflict`` on a stale version;
+    409 ``read_only`` for an encrypted field of a server-managed chat, whose ``pinned``
+    still changes). DELETE."""
 
     class UpdateSerializer(NoUnknownFields):
         version = StrictIntegerField(min_value=0, max_value=_MAX_VERSION)
@@ -215,6 +222,8 @@ class ChatDetailApi(JsonOnlyApi):
             chat = services.chat_update(chat=chat, **fields)
         except services.VersionConflict as exc:
             return _conflict(exc)
+        except services.ReadOnlyChat as exc:
+            return _read_only(exc)
         notify.chat_changed(
             user_id=chat.owner_id, kind="chat.updated", chat_id=chat.pk, version=chat.version
         )
@@ -245,7 +254,7 @@ class ChatMessagesApi(JsonOnlyApi):
         except ValueError:
             since = -1
         if not 0 <= since <= _MAX_VERSION:
-            return Response({"code": "invalid_request", "message": "since is an integer"}, 400)
+            raise serializers.ValidationError({"since": ["must be an integer chat version"]})
         messages = with_server_copies(
             chat, [message_metadata(m) for m in selectors.messages_since(chat=chat, version=since)]
         )
@@ -253,7 +262,8 @@ class ChatMessagesApi(JsonOnlyApi):
 
 
 class MessageStoreApi(JsonOnlyApi):
-    """PUT: store the client's ciphertext of a message (409 on a stale version)."""
+    """PUT: store the client's ciphertext of a message (409 ``conflict`` on a stale
+    version, 409 ``read_only`` in a server-managed chat)."""
 
     class MessageStoreSerializer(NoUnknownFields):
         encrypted_content = _ciphertext(max_length=MAX_MESSAGE_CIPHERTEXT_CHARS)
@@ -277,8 +287,8 @@ class MessageStoreApi(JsonOnlyApi):
             raise Http404("message not found") from exc
         except services.VersionConflict as exc:
             return _conflict(exc)
-        except ValueError as exc:
-            return Response({"code": "invalid_request", "message": str(exc)}, status=400)
+        except services.ReadOnlyChat as exc:
+            return _read_only(exc)
         notify.message_stored(
             user_id=chat.owner_id, chat_id=chat.pk, message_id=message.pk, version=message.version
         )
@@ -311,7 +321,8 @@ class EmbedListApi(JsonOnlyApi):
 
 class EmbedStoreApi(JsonOnlyApi):
     """GET: an embed with its ciphertext (null before a client stored it). PUT: store
-    the client's ciphertext of an embed (409 on a stale version; a file's embed may be
+    the client's ciphertext of an embed (409 ``conflict`` on a stale version, ``read_only``
+    in a server-managed chat; a file's embed may be
     as long as ``FILE_EMBED_CIPHERTEXT_CHARS``, a tool's as a reply's envelope)."""
 
     class EmbedStoreSerializer(NoUnknownFields):
@@ -342,8 +353,10 @@ class EmbedStoreApi(JsonOnlyApi):
             raise Http404("embed not found") from exc
         except services.VersionConflict as exc:
             return _conflict(exc)
+        except services.ReadOnlyChat as exc:
+            return _read_only(exc)
         except ValueError as exc:
-            return Response({"code": "invalid_request", "message": str(exc)}, status=400)
+            raise serializers.ValidationError({"encrypted_content": [str(exc)]}) from None
         return Response({"chat_id": chat.pk, "embed_id": embed.pk, "version": embed.version})
 
 

@@ -86,6 +86,25 @@ class NotFound(Exception):  # noqa: N818 - reads as the condition it reports
     """The object does not exist for this chat or user (the interfaces answer 404)."""
 
 
+class ReadOnlyChat(Exception):  # noqa: N818 - reads as the condition it reports
+    """The chat is server-managed (``/v1``, a channel, ``manage.py chat``): the server keeps
+    its content and title, it has no chat key, so it takes no client ciphertext (messages,
+    embeds, encrypted metadata). The interfaces answer ``read_only`` (REST 409,
+    docs/api.md; WebSocket ``error``, docs/protocol.md §8)."""
+
+
+SERVER_MANAGED_READ_ONLY = (
+    "This chat was made through the API or a messaging app and is kept by the server: "
+    "continue it there; it takes no encrypted content, title or turn from here."
+)
+
+
+def _writable_check(chat: Chat) -> None:
+    """Raise :class:`ReadOnlyChat` unless ``chat`` takes client ciphertext."""
+    if chat.mode != ChatMode.CLIENT_ENCRYPTED:
+        raise ReadOnlyChat(SERVER_MANAGED_READ_ONLY)
+
+
 def _lock_chat(chat_id: str) -> bool:
     """Lock the chat's row (``FOR NO KEY UPDATE``) inside the caller's transaction.
 
@@ -207,6 +226,8 @@ def chat_update(
 
     Raises:
         VersionConflict: ``version`` is older than the metadata or newer than the chat.
+        ReadOnlyChat: an encrypted field was given for a server-managed chat (``pinned``
+            alone is taken: pinning needs no chat key).
     """
     changes = {
         name: value
@@ -221,6 +242,8 @@ def chat_update(
     }
     with transaction.atomic():
         locked = Chat.objects.select_for_update(no_key=True).get(pk=chat.pk)
+        if changes:
+            _writable_check(locked)
         if not locked.meta_version <= version <= locked.version:
             raise VersionConflict(
                 f"chat {chat.pk} is at version {locked.version} "
@@ -508,10 +531,9 @@ def message_store(*, chat: Chat, message_id: str, encrypted_content: str, versio
     Raises:
         NotFound: no such message in ``chat``.
         VersionConflict: ``version`` differs from the stored version.
-        ValueError: ``chat`` is server-managed.
+        ReadOnlyChat: ``chat`` is server-managed.
     """
-    if chat.mode != ChatMode.CLIENT_ENCRYPTED:
-        raise ValueError("server-managed chats do not take client ciphertext")
+    _writable_check(chat)
     with transaction.atomic():
         _lock_chat(chat.pk)
         message = Message.objects.select_for_update().filter(pk=message_id, chat_id=chat.pk).first()
@@ -620,8 +642,10 @@ def turn_accept_read(
     parent_id: str | Parent | None = Parent.NEWEST,
 ) -> AcceptRead | None:
     """A turn's start in one round trip: ``chats.selectors.turn_chat_get``'s read, the
-    write of :func:`turn_accept` when the user owns the chat and is a member of its
-    instance (and ``parent_id``, when it names a message, is an answer of the chat), and
+    write of :func:`turn_accept` when the user owns the chat, is a member of its
+    instance and the chat is client-encrypted (a client's turn in a server-managed chat
+    is refused; the caller's stepwise path says so), and ``parent_id``, when it names a
+    message, is an answer of the chat, and
     the question's branch (``chats.selectors.message_branch``), sent as one query string:
     one implicit transaction, one commit.
 
@@ -697,7 +721,9 @@ def _accept_read_sql(
     and their parameters."""
     found_sql, params, pk_column = selectors.turn_chat_statement(chat_id=chat_id, user=user)
     target = f"(SELECT {pk_column} FROM found WHERE member_role IS NOT NULL)"  # noqa: S608
-    target_params: list[Any] = []
+    # The guard is on the chat row the write's UPDATE changes (see _turn_messages_sql).
+    target += f" AND {connection.ops.quote_name(str(Chat._meta.get_field('mode').column))} = %s"
+    target_params: list[Any] = [ChatMode.CLIENT_ENCRYPTED]
     if isinstance(parent_id, str):
         target += _ANSWER_EXISTS
         target_params += [parent_id, chat_id, MessageRole.ASSISTANT]
@@ -1173,7 +1199,9 @@ def embed_store(*, chat: Chat, embed_id: str, encrypted_content: str, version: i
     Raises:
         NotFound: no such embed in ``chat``.  VersionConflict: stale ``version``.
         ValueError: the ciphertext is longer than the embed's kind allows.
+        ReadOnlyChat: ``chat`` is server-managed.
     """
+    _writable_check(chat)
     with transaction.atomic():
         _lock_chat(chat.pk)
         embed = Embed.objects.select_for_update().filter(pk=embed_id, chat_id=chat.pk).first()

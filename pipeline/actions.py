@@ -8,7 +8,9 @@ as ``FrameError`` with a docs/protocol.md §8 code; the consumer turns them into
 Every frame but ``ping`` first re-checks the socket's sign-in (``socket.still_signed_in``:
 a revoked token or ended session closes the socket instead). A turn starts (or goes on
 with a ``chat.history``) only for a current member of the chat's instance: a removed
-member keeps reading their chats, but a turn there is ``forbidden``.
+member keeps reading their chats, but a turn there is ``forbidden``. A server-managed chat
+(``/v1``, a channel) is ``read_only`` here: no turn, no ``message.store``, no encrypted
+metadata (pinning and deleting it are taken).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from django.db import transaction
 
 from chats import cache as chat_cache
 from chats import services as chat_services
-from chats.models import Chat
+from chats.models import Chat, ChatMode
 from chats.selectors import (
     NO_BRANCH,
     Branch,
@@ -137,6 +139,11 @@ async def _chat_or_not_found(socket: Socket, chat_id: str) -> Chat:
 
 
 NOT_A_MEMBER = "You are no longer a member of this chat's instance; the chat is read-only."
+
+
+def _read_only(**ids: str) -> FrameError:
+    """The ``read_only`` error of a client write or turn in a server-managed chat."""
+    return FrameError(ErrorCode.READ_ONLY, chat_services.SERVER_MANAGED_READ_ONLY, **ids)
 
 
 async def _member_or_forbidden(socket: Socket, chat: Chat, **ids: str) -> None:
@@ -253,7 +260,8 @@ def _turn_chat(*, chat_id: str, user: Any, message_id: str) -> TurnChat:
 
     Raises:
         FrameError: ``not_found`` for a chat that is not the user's; ``forbidden`` when
-            the user is no longer a member of the chat's instance.
+            the user is no longer a member of the chat's instance; ``read_only`` for a
+            server-managed chat.
     """
     return _turn_chat_check(
         turn_chat_get(chat_id=chat_id, user=user), chat_id=chat_id, message_id=message_id
@@ -275,6 +283,8 @@ def _turn_chat_check(found: TurnChat | None, *, chat_id: str, message_id: str) -
         raise FrameError(
             ErrorCode.FORBIDDEN, NOT_A_MEMBER, chat_id=found.chat.pk, message_id=message_id
         )
+    if found.chat.mode != ChatMode.CLIENT_ENCRYPTED:
+        raise _read_only(chat_id=found.chat.pk, message_id=message_id)
     return found
 
 
@@ -426,7 +436,9 @@ def _reopen(*, chat: Chat, message_id: str, assistant_message_id: str) -> None:
             chat=chat, message_id=message_id, assistant_message_id=assistant_message_id
         )
     except chat_services.NotFound:
-        raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id) from None
+        raise FrameError(
+            ErrorCode.NOT_FOUND, "No such message.", chat_id=chat.pk, message_id=message_id
+        ) from None
     except chat_services.NotRetryable as refused:
         raise _not_retryable(chat.pk, message_id, refused.status) from None
     except chat_services.IdInUse as in_use:
@@ -449,9 +461,16 @@ async def _retry_content(socket: Socket, *, chat_id: str, message_id: str) -> st
             ``conflict`` (the message's turn did not fail).
     """
     chat = await _chat_or_not_found(socket, chat_id)
+    if chat.mode != ChatMode.CLIENT_ENCRYPTED:
+        raise _read_only(chat_id=chat.pk, message_id=message_id)
     status = await auser_message_status(chat_id=chat.pk, message_id=message_id)
     if status is None:
-        raise FrameError(ErrorCode.NOT_FOUND, "No such message.", message_id=message_id)
+        raise FrameError(
+            ErrorCode.NOT_FOUND,
+            "No such question to retry: message.retry names a user message of the chat.",
+            chat_id=chat.pk,
+            message_id=message_id,
+        )
     if status not in chat_services.RETRYABLE_STATUSES:
         raise _not_retryable(chat.pk, message_id, status)
     content = await state.pending_content_load(user_id=socket.user.pk, message_id=message_id)
@@ -1003,6 +1022,8 @@ async def chat_update(socket: Socket, frame: p.ChatUpdate) -> None:
         )
     except chat_services.VersionConflict as conflict:
         raise FrameError(ErrorCode.CONFLICT, f"{conflict}", chat_id=frame.chat_id) from None
+    except chat_services.ReadOnlyChat:
+        raise _read_only(**frame_ids(frame)) from None
     await _chat_event(
         socket,
         ev.ChatUpdated(
@@ -1054,6 +1075,8 @@ async def message_store(socket: Socket, frame: p.MessageStore) -> None:
         raise FrameError(
             ErrorCode.CONFLICT, f"{conflict}", chat_id=frame.chat_id, message_id=frame.message_id
         ) from None
+    except chat_services.ReadOnlyChat:
+        raise _read_only(chat_id=frame.chat_id, message_id=frame.message_id) from None
     await _chat_event(
         socket,
         ev.MessageStored(

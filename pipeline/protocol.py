@@ -130,6 +130,9 @@ class ErrorCode(StrEnum):
     # The chat is the user's but its instance no longer counts them as a member: readable,
     # not answerable (no turn spends the instance's provider keys for them).
     FORBIDDEN = "forbidden"
+    # A server-managed chat (/v1, a channel): the server keeps its content, so it takes no
+    # client ciphertext and no turn from a socket (chats.services.ReadOnlyChat).
+    READ_ONLY = "read_only"
     CONFLICT = "conflict"
     BUSY = "busy"
     RATE_LIMITED = "rate_limited"

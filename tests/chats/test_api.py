@@ -188,6 +188,42 @@ def test_chat_patch_refuses_fields_it_does_not_know_and_changes_nothing(
     assert chat.meta_version == 1
 
 
+def test_a_server_managed_chat_takes_no_client_ciphertext_but_pins(
+    keyed_owner: Any, chat_instance: Any
+) -> None:
+    managed = services.server_chat_create(user=keyed_owner, chat_id=_id(), instance=chat_instance)
+    message = services.server_message_create(
+        chat=managed, message_id=_id(), role="user", content="from the API"
+    )
+    embed = services.embed_create(chat=managed, embed_id=_id(), tool="calculator")
+    client = signed_in_client(keyed_owner)
+    url = f"/api/chats/{managed.pk}/"
+    version = Chat.objects.get(pk=managed.pk).version
+
+    titled = client.patch(
+        url, {"version": version, "encrypted_title": client_envelope()}, format="json"
+    )
+    stored = client.put(
+        f"{url}messages/{message.pk}/",
+        {"encrypted_content": client_envelope(), "version": 0},
+        format="json",
+    )
+    embedded = client.put(
+        f"{url}embeds/{embed.pk}/",
+        {"encrypted_content": client_envelope(), "version": 0},
+        format="json",
+    )
+    pinned = client.patch(url, {"version": version, "pinned": True}, format="json")
+
+    read_only = {"code": "read_only", "message": services.SERVER_MANAGED_READ_ONLY}
+    assert [(r.status_code, r.json()) for r in (titled, stored, embedded)] == [(409, read_only)] * 3
+    assert pinned.status_code == 200
+    assert pinned.json()["pinned"] is True
+    row = Chat.objects.get(pk=managed.pk)
+    assert (row.encrypted_title, row.meta_version) == (None, 1)
+    assert Message.objects.get(pk=message.pk).encrypted_content is None
+
+
 def test_user_keys_are_stored_wrapped_and_replaced_by_version(keyed_owner: Any) -> None:
     client = signed_in_client(keyed_owner)
     assert client.get("/api/chats/keys/").status_code == 404

@@ -209,7 +209,11 @@ def test_versions_beyond_a_bigint_are_refused_not_a_500(chat: Chat, keyed_owner:
     assert list(patched.json()["fields"]) == ["version"]
     assert (since.status_code, since.json()) == (
         400,
-        {"code": "invalid_request", "message": "since is an integer"},
+        {
+            "code": "invalid",
+            "message": "since: must be an integer chat version",
+            "fields": {"since": ["must be an integer chat version"]},
+        },
     )
 
 

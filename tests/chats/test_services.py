@@ -226,7 +226,7 @@ def test_server_managed_chats_keep_content_sealed(keyed_owner: Any, chat_instanc
         )
         == "hello from telegram"
     )
-    with pytest.raises(ValueError, match="server-managed"):
+    with pytest.raises(services.ReadOnlyChat, match="kept by the server"):
         services.message_store(
             chat=chat, message_id=message.pk, encrypted_content="AQ==", version=0
         )
