@@ -140,6 +140,9 @@ class ErrorCode(StrEnum):
     PROVIDER_ERROR = "provider_error"
     VAULT_UNAVAILABLE = "vault_unavailable"
     CACHE_UNAVAILABLE = "cache_unavailable"
+    # No chat.history answered the turn's request_chat_history within its wait (a client
+    # that does not answer it), unlike cache_unavailable: Redis itself failing.
+    HISTORY_TIMEOUT = "history_timeout"
     INTERNAL = "internal"
     # docs/protocol.md §13: an attached file over its limit, or one that cannot be read.
     FILE_TOO_LARGE = "file_too_large"

@@ -53,6 +53,7 @@ from skills.selectors import enabled_skill_versions, enabled_tools_for_instance
 logger = logging.getLogger(__name__)
 
 HISTORY_WAIT_S = 120.0
+HISTORY_TIMEOUT_MESSAGE = "The chat history did not arrive in time; try the message again."
 # A turn reads the newest HISTORY_WINDOW_ENTRIES entries of the AI cache and uses them when
 # they hold the branch's newest HISTORY_WINDOW_NEED messages (the prompt sends at most
 # prompts.MAX_HISTORY): its cost stays flat as a chat grows. A branch further back (an
@@ -853,8 +854,8 @@ async def _load_history(
         except TimeoutError:
             raise _TurnError(
                 ev.Error(
-                    code=ErrorCode.CACHE_UNAVAILABLE,
-                    message="The chat history did not arrive in time.",
+                    code=ErrorCode.HISTORY_TIMEOUT,
+                    message=HISTORY_TIMEOUT_MESSAGE,
                     chat_id=chat.pk,
                     task_id=request.task_id,
                 )

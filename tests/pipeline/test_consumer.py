@@ -223,6 +223,29 @@ async def test_cache_miss_asks_the_client_for_history_then_answers(
     assert contents[-3:] == ["Capital of France?", "Paris.", "Are you sure?"]
 
 
+async def test_a_history_that_never_arrives_is_history_timeout_not_a_cache_outage(
+    ws_client, chat, user, llm_script, monkeypatch
+):
+    from pipeline import turn
+
+    monkeypatch.setattr(turn, "HISTORY_WAIT_S", 0.3)
+    await sync_to_async(_answered_exchange)(chat, user)
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=message_id, content="Are you sure?"
+    )
+
+    frames = await client.until("stream.done")
+
+    error = next(f for f in frames if f["type"] == "error")
+    assert error["code"] == "history_timeout"
+    assert error["message"] == turn.HISTORY_TIMEOUT_MESSAGE
+    assert error["chat_id"] == chat.pk
+    assert frames[-1]["status"] == "failed"
+    assert llm_script.requests == []
+
+
 async def test_a_summary_sent_with_the_history_reaches_the_prompt_and_the_notes(
     ws_client, chat, user, llm_script
 ):

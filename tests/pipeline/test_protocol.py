@@ -356,3 +356,15 @@ def test_an_unexpected_failure_maps_to_one_error_code(
     assert (mapped, type(mapped)) == (code, protocol.ErrorCode)
     assert message in text
     assert str(failure) not in text  # nothing of the failure's own text reaches the user
+
+
+def test_the_error_codes_are_exactly_those_docs_protocol_md_section_8_lists() -> None:
+    # A code sent but not documented (forbidden, read_only were) is no contract at all.
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    section = text.split("## §8 Errors", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| code | sent for |", 1)[1].split("\n\n", 1)[0]
+    documented = {line.split("`")[1] for line in table.splitlines() if line.startswith("| `")}
+
+    assert documented == {code.value for code in ErrorCode}
