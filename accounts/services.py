@@ -26,6 +26,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import logout
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -127,7 +128,16 @@ def invitation_create(
     email: str = "",
     valid_days: int = INVITATION_VALID_DAYS,
 ) -> tuple[Invitation, str]:
-    """Create a one-use invitation; returns it and its token (shown once, stored hashed)."""
+    """Create a one-use invitation; returns it and its token (shown once, stored hashed).
+
+    ``email``, when given, must be an e-mail address (compared lower case at sign-up).
+
+    Raises:
+        ValidationError: ``email`` is not an e-mail address (an invitation for it could
+            never be used).
+    """
+    if email.strip():
+        validate_email(email.strip())
     token = secrets.token_urlsafe(24)
     invitation = Invitation.objects.create(
         instance=instance,

@@ -339,7 +339,9 @@ LOGGING = {
         "LiteLLM": {"level": "WARNING"},
         "LiteLLM Router": {"level": "WARNING"},
         "LiteLLM Proxy": {"level": "WARNING"},
+        # A line per request at INFO (litellm's clients use httpx or its fork httpx2).
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
         "daphne": {"level": "WARNING"},
     },
 }

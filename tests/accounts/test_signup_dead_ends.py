@@ -202,6 +202,31 @@ def test_manage_py_invite_refuses_an_unknown_instance(default_instance: Instance
         call_command("invite", "--instance", "nope", stdout=io.StringIO())
 
 
+@pytest.mark.parametrize("days", ["0", "-2", "two"])
+def test_manage_py_invite_refuses_days_that_are_not_a_positive_number_plainly(
+    default_instance: Instance, days: str
+) -> None:
+    with pytest.raises(CommandError) as refused:
+        call_command("invite", "--instance", "home", "--days", days, stdout=io.StringIO())
+
+    assert str(refused.value) == (
+        f"Error: argument --days: the number of days must be a whole number, 1 or more "
+        f"(not {days!r})"
+    )
+    assert not Invitation.objects.exists()
+
+
+@pytest.mark.parametrize("email", ["notanemail", "a@", "two@@example.test"])
+def test_manage_py_invite_refuses_what_is_not_an_email_address(
+    default_instance: Instance, email: str
+) -> None:
+    with pytest.raises(CommandError) as refused:
+        call_command("invite", "--instance", "home", "--email", email, stdout=io.StringIO())
+
+    assert str(refused.value) == f"--email {email!r} is not an e-mail address (name@example.org)."
+    assert not Invitation.objects.exists()
+
+
 def test_favicon_is_served(client: Client) -> None:
     response = client.get("/favicon.ico")
 

@@ -78,3 +78,36 @@ def test_a_terminal_message_not_accepted_whole_leaves_no_message(
     chat = Chat.objects.get(owner=owner, mode=ChatMode.SERVER_MANAGED)
     assert list(Message.objects.filter(chat=chat)) == []
     assert (chat.version, chat.message_count) == (1, 0)
+
+
+def test_library_info_lines_stay_off_the_terminal_but_warnings_show(
+    instance: Any, owner: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    terminal = io.StringIO()
+    handler = logging.StreamHandler(terminal)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    monkeypatch.setattr(root, "level", logging.INFO)
+
+    def chatty_input(prompt: str = "") -> str:
+        logging.getLogger("httpx2").info("HTTP Request: POST http://127.0.0.1:8088/v1")
+        logging.getLogger("urllib3.connectionpool").info("Starting new HTTP connection")
+        logging.getLogger("hvac.adapters").warning("Vault is sealed")
+        logging.getLogger("pipeline.turn").warning("the standard tier has no key")
+        logging.getLogger("pipeline.turn").info("turn started")
+        return ""
+
+    monkeypatch.setattr("builtins.input", chatty_input)
+    try:
+        call_command("chat", instance="demo", stdout=io.StringIO())
+    finally:
+        root.removeHandler(handler)
+
+    assert terminal.getvalue().splitlines() == [
+        "Vault is sealed",
+        "the standard tier has no key",
+        "turn started",
+    ]
+    assert handler.filters == []

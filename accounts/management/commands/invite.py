@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.services import INVITATION_VALID_DAYS, invitation_create
@@ -22,9 +24,19 @@ def served_url() -> str:
 
 
 def _positive_days(text: str) -> int:
-    days = int(text)
+    """``--days``: a whole number of days, at least 1.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse prints its message).
+    """
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
     if days < 1:
-        raise ValueError(text)
+        raise argparse.ArgumentTypeError(
+            f"the number of days must be a whole number, 1 or more (not {text!r})"
+        )
     return days
 
 
@@ -57,9 +69,17 @@ class Command(BaseCommand):
         instance = Instance.objects.filter(slug=options["instance"]).first()
         if instance is None:
             raise CommandError(f"no instance {options['instance']!r}")
-        invitation, token = invitation_create(
-            instance=instance, created_by=None, email=options["email"], valid_days=options["days"]
-        )
+        try:
+            invitation, token = invitation_create(
+                instance=instance,
+                created_by=None,
+                email=options["email"],
+                valid_days=options["days"],
+            )
+        except ValidationError:
+            raise CommandError(
+                f"--email {options['email']!r} is not an e-mail address (name@example.org)."
+            ) from None
         base = options["base_url"] or served_url()
         link = f"{base.rstrip('/')}/accounts/signup/?invite={token}"
         self.stdout.write(link)

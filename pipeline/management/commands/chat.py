@@ -5,12 +5,16 @@ and every message goes through ``pipeline.server_turn``, the same ``run_turn`` a
 WebSocket: pre-processing, the main model with tools, post-processing. Replies stream as
 they arrive; tool calls show as ``[tool: status]`` lines. ``--chat ID`` continues an
 earlier conversation. Ctrl-C while a reply streams cancels that turn; Ctrl-D (or an empty
-line) ends.
+line) ends. Libraries' log records below WARNING (httpx's request lines) are kept off the
+terminal while it runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from django.contrib.auth import get_user_model
@@ -22,6 +26,47 @@ from instances.models import Instance, InstanceMember
 from pipeline import events as ev
 from pipeline.ids import new_id
 from pipeline.server_turn import ServerTurnInput, server_turn_start
+
+# OpenMates' own packages: their records reach the terminal at the configured level; a
+# library's only from WARNING up.
+FIRST_PARTY = frozenset(
+    {
+        "openmates",
+        "instances",
+        "accounts",
+        "memories",
+        "chats",
+        "skills",
+        "pipeline",
+        "openai_api",
+        "messaging",
+    }
+)
+
+
+class LibraryChatterFilter(logging.Filter):
+    """Drops a library's records below WARNING (httpx's "HTTP Request: POST …" lines),
+    which would otherwise print into the conversation on the terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return record.name.split(".", 1)[0] in FIRST_PARTY
+
+
+@contextlib.contextmanager
+def library_chatter_hidden() -> Iterator[None]:
+    """While the conversation runs: :class:`LibraryChatterFilter` on the root logger's
+    handlers (where library records end up), removed afterwards."""
+    handlers = list(logging.getLogger().handlers)
+    chatter = LibraryChatterFilter()
+    for handler in handlers:
+        handler.addFilter(chatter)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(chatter)
 
 
 class Command(BaseCommand):
@@ -50,14 +95,15 @@ class Command(BaseCommand):
         # Replies stream piece by piece: no automatic newline after each write.
         self.stdout.ending = ""
         self.stdout.write(f"Chat {chat.pk} with {instance.name}. Empty line or Ctrl-D ends.\n")
-        while True:
-            try:
-                line = input("you> ").strip()
-            except EOFError:
-                line = ""
-            if not line:
-                return
-            asyncio.run(self._turn(chat, instance, user, role, line, self.stdout))
+        with library_chatter_hidden():
+            while True:
+                try:
+                    line = input("you> ").strip()
+                except EOFError:
+                    line = ""
+                if not line:
+                    return
+                asyncio.run(self._turn(chat, instance, user, role, line, self.stdout))
 
     def _user(self, instance: Instance, username: str | None) -> Any:
         users = get_user_model().objects
