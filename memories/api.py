@@ -130,10 +130,13 @@ _CATEGORY_PARAM = OpenApiParameter(
 
 class MemoryListApi(JsonOnlyApi):
     """GET: the user's memories in the instance, newest first, paginated (``?category=``).
-    POST: add one (``{"category", "content", "source_chat_id"?}``; no dedup)."""
+    POST: add one (``{"category"?, "content", "source_chat_id"?}``, ``category``
+    ``general`` when absent, as the tool's and the memories page's; no dedup)."""
 
     class MemoryCreateSerializer(NoUnknownFields):
-        category = StrictChoiceField(choices=_CATEGORIES)
+        category = StrictChoiceField(
+            choices=_CATEGORIES, required=False, default=Memory.Category.GENERAL.value
+        )
         content = StrictCharField(max_length=services.MAX_CONTENT_CHARS)
         source_chat_id = StrictCharField(
             max_length=36, required=False, allow_blank=True, allow_null=True
@@ -319,7 +322,10 @@ class MemoryForgetApi(JsonOnlyApi):
     """POST ``{"confirm": true}``: forget everything (crypto-shred, then the rows)."""
 
     class MemoryForgetSerializer(NoUnknownFields):
-        confirm = StrictBooleanField()
+        confirm = StrictBooleanField(
+            # DRF formats its messages: braces doubled.
+            error_messages={"required": 'required: the JSON boolean true ({{"confirm": true}})'}
+        )
 
         def validate_confirm(self, value: bool) -> bool:
             if value is not True:

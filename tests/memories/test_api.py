@@ -61,6 +61,16 @@ def test_create_list_read_edit_and_delete_a_memory(local_instance: Any, alice: A
     assert not Memory.objects.exists()
 
 
+def test_a_memory_created_without_a_category_is_general(local_instance: Any, alice: Any) -> None:
+    client = signed_in_client(alice)
+
+    made = client.post(_url(local_instance), {"content": "Alice keeps bees"}, format="json")
+
+    assert made.status_code == 201, made.content
+    assert made.json()["category"] == "general"
+    assert Memory.objects.get().category == "general"
+
+
 def test_a_category_only_edit_keeps_the_text_and_its_vector(
     local_instance: Any, alice: Any
 ) -> None:
@@ -261,9 +271,14 @@ def test_forget_everything_needs_a_json_true(local_instance: Any, alice: Any, bo
     kept = remember(local_instance, bob, "Bob keeps bees")
 
     unconfirmed = client.post(_url(local_instance, "forget/"), {"confirm": "true"}, format="json")
+    unsaid = client.post(_url(local_instance, "forget/"), {}, format="json")
     forgotten = client.post(_url(local_instance, "forget/"), {"confirm": True}, format="json")
 
     assert unconfirmed.status_code == 400
+    assert unsaid.status_code == 400
+    assert unsaid.json()["fields"] == {
+        "confirm": ['required: the JSON boolean true ({"confirm": true})']
+    }
     assert forgotten.status_code == 200
     assert forgotten.json() == {"deleted": 1}
     assert list(Memory.objects.values_list("id", flat=True)) == [kept.pk]
