@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -41,7 +43,11 @@ from chats.selectors import (
     turn_chat_get,
 )
 from chats.sync import chats_gone, sync_phases
-from instances.selectors import instance_get_for_user, instance_role_for_user
+from instances.selectors import (
+    instance_get_for_user,
+    instance_role_for_user,
+    mates_for_instance,
+)
 from openmates import crypto, llm, vault
 from openmates.crypto import DecryptionError
 from openmates.sockets import auser_sockets_send
@@ -105,15 +111,19 @@ async def rate_check(socket: Socket, frame: p.ClientFrame | None = None) -> None
     starts one, in one Redis round trip; raises ``rate_limited`` over either limit (a
     frame refused by the frame limit is not counted as a turn).
 
-    The error names the refused frame's ids (e.g. which ``message.send`` was refused).
+    The error names the refused frame's ids (e.g. which ``message.send`` was refused) and
+    ``retry_after``, the whole seconds until the limit's fixed window ends (at least 1).
     """
     hit = await state.rate_limits_hit(user_id=socket.user.pk, limits=_limits_for(frame))
     if hit is None:
         return
     text = "Too many messages; wait a minute." if hit.kind == "turns" else None
-    raise FrameError(
+    refused = FrameError(
         ErrorCode.RATE_LIMITED, text or "Too many frames; slow down.", **frame_ids(frame)
     )
+    # The windows are fixed (state.rate_limits_hit): the limit frees when this one ends.
+    refused.retry_after = max(1, math.ceil(hit.window_s - time.time() % hit.window_s))
+    raise refused
 
 
 # Frames answered without acting for the user: no sign-in look-up for them.
@@ -297,6 +307,7 @@ def _accept(
     retry: bool,
     parent_id: str | chat_services.Parent | None = chat_services.Parent.NEWEST,
     file_embed_ids: tuple[str, ...] = (),
+    mate: str | None = None,
 ) -> _Accepted:
     """One sync call, so one thread hop for a turn's start. A new message without files
     takes one round trip (``chats.services.turn_accept_read``: the chat, the write, the
@@ -304,15 +315,16 @@ def _accept(
     by one: the chat with the user's role and its done count
     (``chats.selectors.turn_chat_get``), then the turn's first write
     (``chats.services.turn_accept`` after ``parent_id``, with the embeds of the message's
-    files in the same transaction, or ``turn_retry`` for a retry), then the branch.
+    files in the same transaction, or ``turn_retry`` for a retry), then the branch. A
+    requested ``mate`` is checked (:func:`_mate_check`) before anything is written.
 
     Raises:
         FrameError: ``not_found`` for a chat that is not the user's; ``forbidden`` when
             the user is no longer a member of the chat's instance (checked before any
             write); ``not_found``, ``conflict`` or ``invalid_frame`` for the message id
-            or the parent.
+            or the parent; ``not_found`` for a mate the instance does not have.
     """
-    if not retry and not file_embed_ids:
+    if not retry and not file_embed_ids and mate is None:
         read = chat_services.turn_accept_read(
             chat_id=chat_id,
             user=user,
@@ -324,6 +336,7 @@ def _accept(
             return _accepted_read(read, chat_id=chat_id, message_id=message_id)
     found = _turn_chat(chat_id=chat_id, user=user, message_id=message_id)
     chat, role = found.chat, str(found.role)
+    _mate_check(chat, mate, message_id=message_id)
     if retry:
         _reopen(chat=chat, message_id=message_id, assistant_message_id=assistant_message_id)
         return _Accepted(chat, role, True, found.done_count)
@@ -345,6 +358,26 @@ def _accept(
             else NO_BRANCH
         )
     return _Accepted(chat, role, started, found.done_count, branch)
+
+
+def _mate_check(chat: Chat, mate: str | None, *, message_id: str) -> None:
+    """Refuse a ``mate`` override (``message.send``, ``message.regenerate``) that names no
+    mate of the chat's instance, by name or category, as the turn picks one
+    (``pipeline.turn``); None asks for none. Blocking.
+
+    Raises:
+        FrameError: ``not_found`` naming the chat and the message.
+    """
+    if mate is None:
+        return
+    if not any(mate in (found.name, found.category) for found in mates_for_instance(chat.instance)):
+        raise FrameError(
+            ErrorCode.NOT_FOUND,
+            f"No mate {mate!r} in this chat's instance (overrides.mate names a mate or its"
+            " category).",
+            chat_id=chat.pk,
+            message_id=message_id,
+        )
 
 
 def _write_accept(
@@ -402,7 +435,7 @@ class _Regenerated:
 
 
 def _accept_regenerate(
-    *, chat_id: str, user: Any, answer_id: str, assistant_message_id: str
+    *, chat_id: str, user: Any, answer_id: str, assistant_message_id: str, mate: str | None
 ) -> _Regenerated:
     """:func:`_accept` for ``message.regenerate``: ``chats.services.turn_regenerate``.
 
@@ -411,6 +444,7 @@ def _accept_regenerate(
             have, ``conflict`` for one still being answered or answering no question.
     """
     found = _turn_chat(chat_id=chat_id, user=user, message_id=answer_id)
+    _mate_check(found.chat, mate, message_id=answer_id)
     ids = {"chat_id": found.chat.pk, "message_id": answer_id}
     try:
         question_id = chat_services.turn_regenerate(
@@ -532,6 +566,7 @@ async def _turn_start(
             retry=retry,
             parent_id=parent,
             file_embed_ids=tuple(f.embed_id for f in files),
+            mate=_requested(frame)["requested_mate"],
         )
     except BaseException:
         early_reads_drop(early)
@@ -728,6 +763,7 @@ async def message_regenerate(socket: Socket, frame: p.MessageRegenerate) -> None
         user=socket.user,
         answer_id=frame.message_id,
         assistant_message_id=assistant_message_id,
+        mate=frame.overrides.mate if frame.overrides else None,
     )
     await _accepted_launch(
         socket,

@@ -134,7 +134,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await actions.dispatch(self, frame)
         except FrameError as error:
             await self.deliver(
-                ev.Error(code=error.code, message=error.message, **error.ids).to_frame()
+                ev.Error(
+                    code=error.code,
+                    message=error.message,
+                    retry_after=error.retry_after,
+                    **error.ids,
+                ).to_frame()
             )
         except Exception as exc:
             code, message = error_for_exception(exc, doing="frame")

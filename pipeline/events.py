@@ -371,7 +371,8 @@ class Pong(ServerEvent):
 @dataclass(frozen=True, slots=True)
 class Error(ServerEvent):
     """``reason``: for a failed model call, one of ``openmates.llm.FAILURE_REASONS``
-    (docs/protocol.md §8), ``message`` then being that reason's text for people."""
+    (docs/protocol.md §8), ``message`` then being that reason's text for people;
+    ``retry_after``: for ``rate_limited``, whole seconds until the limit frees (§10)."""
 
     TYPE: ClassVar[str] = "error"
     code: str
@@ -381,3 +382,4 @@ class Error(ServerEvent):
     task_id: str | None = None
     message_id: str | None = None
     reason: str | None = None
+    retry_after: int | None = None

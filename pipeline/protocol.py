@@ -186,8 +186,11 @@ class FrameError(Exception):
     """A client frame that cannot be accepted; becomes an ``error`` frame, never a close.
 
     ``ids`` holds whichever of request_id/chat_id/task_id/message_id the frame carried
-    (so the client can tell which of its requests failed).
+    (so the client can tell which of its requests failed); ``retry_after``, set for
+    ``rate_limited``, the whole seconds until the limit's window frees.
     """
+
+    retry_after: int | None = None
 
     def __init__(self, code: ErrorCode, message: str, **ids: str) -> None:
         super().__init__(message)

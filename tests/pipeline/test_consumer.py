@@ -499,10 +499,12 @@ async def test_rate_limited_message_names_the_refused_message(
         chat.pk,
         message_id,
     )
+    assert 1 <= error["retry_after"] <= 60  # the minute window's rest
     settings.PIPELINE_TURNS_PER_MINUTE = 30
     settings.PIPELINE_FRAMES_PER_10S = 0
     await client.send(type="message.retry", chat_id=chat.pk, message_id=message_id)
     error = await client.recv()
+    assert 1 <= error.pop("retry_after") <= 10  # the 10 s window's rest
     assert error == {
         "type": "error",
         "code": "rate_limited",
@@ -511,6 +513,62 @@ async def test_rate_limited_message_names_the_refused_message(
         "message_id": message_id,
     }
     assert await sync_to_async(Message.objects.filter(chat=chat).count)() == 0
+
+
+async def test_an_unknown_mate_is_not_found_and_nothing_is_written(
+    ws_client, chat, user, llm_script
+):
+    client = await ws_client(user)
+    message_id = new_id()
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=message_id,
+        content="Hi there",
+        overrides={"mate": "nope"},
+    )
+
+    error = await client.recv()
+
+    assert (error["type"], error["code"], error["chat_id"], error["message_id"]) == (
+        "error",
+        "not_found",
+        chat.pk,
+        message_id,
+    )
+    assert "'nope'" in error["message"]
+    assert await client.nothing()
+    assert await sync_to_async(Message.objects.filter(chat=chat).count)() == 0
+    assert llm_script.requests == []
+    # A mate of the instance, by its category, is taken.
+    llm_script.reply(text=SAFE, model="fast")
+    llm_script.reply(text=TITLE, model="fast")
+    llm_script.reply(text="Hello.", model="standard")
+    llm_script.reply(text=POST, model="fast")
+    await client.send(
+        type="message.send",
+        chat_id=chat.pk,
+        message_id=message_id,
+        content="Hi there",
+        overrides={"mate": "general"},
+    )
+    frames = await client.until("postprocess.done")
+    assert frames[0]["type"] == "message.accepted"
+    assert frames[1]["mate"] == "General"
+
+
+async def test_a_retry_naming_an_answer_is_not_found_with_its_ids(ws_client, chat, user):
+    _question, answer = await sync_to_async(_answered_exchange)(chat, user)
+    client = await ws_client(user)
+    await client.send(type="message.retry", chat_id=chat.pk, message_id=answer)
+
+    error = await client.recv()
+
+    assert (error["code"], error["chat_id"], error["message_id"]) == (
+        "not_found",
+        chat.pk,
+        answer,
+    )
 
 
 async def test_invalid_frames_count_against_the_frame_limit(ws_client, user, settings):
