@@ -136,7 +136,27 @@ def test_sign_in_is_locked_after_five_failures_even_with_the_right_password(
 
     assert response.status_code == 429
     assert b"Too many failed sign-ins" in response.content
+    assert b"Try again in 15 minutes." in response.content
     assert "_auth_user_id" not in client.session
+
+
+@pytest.mark.parametrize(
+    ("seconds", "words"),
+    [
+        (900, "15 minutes"),
+        (60, "1 minute"),
+        (59, "1 minute"),
+        (3600, "1 hour"),
+        (5400, "1 hour 30 minutes"),
+        (93_600, "1 day 2 hours"),
+    ],
+)
+def test_the_lockout_pause_reads_in_words(seconds: int, words: str) -> None:
+    from datetime import timedelta
+
+    from accounts.templatetags.account_text import duration_words
+
+    assert duration_words(timedelta(seconds=seconds)) == words
 
 
 def test_sign_in_with_the_right_password_works(client: Client, owner: Any) -> None:

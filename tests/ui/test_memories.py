@@ -115,6 +115,19 @@ def test_add_search_edit_and_delete_a_memory(
     form.get_by_role("button", name="Save").click()
     page.wait_for_selector(".memory-item .memory-content:text-is('My sister lives in Porto.')")
     assert eventually(lambda: rows.filter(category="relationship").count() == 1)
+    assert page.inner_text("#memories-status") == "Memory saved."
+
+    # A search without hits says so, and the status of the edit before it is gone.
+    page.fill("#memories-search-input", "Tokyo -sister -tea")
+    page.press("#memories-search-input", "Enter")
+    page.wait_for_selector(
+        "#memories-list-title:text-is('Search results for “Tokyo -sister -tea”')"
+    )
+    page.wait_for_selector("#memories-empty:text-is('No memory matches “Tokyo -sister -tea”.')")
+    assert page.inner_text("#memories-status") == ""
+    page.click("#memories-search-clear")
+    page.wait_for_selector("#memories-list-title:text-is('All memories')")
+    page.wait_for_selector("#memories-empty", state="hidden")
 
     item(page, "I prefer green tea to coffee.").get_by_role("button", name="Delete").click()
     item(page, "I prefer green tea to coffee.").wait_for(state="detached")
@@ -152,6 +165,7 @@ def test_switch_export_errors_and_forget_everything_with_confirmation(
     path = tmp_path / "export.json"
     download.value.save_as(path)
     exported = json.loads(path.read_text())
+    page.wait_for_selector("#memories-status:text-is('Exported 2 memories.')")
     assert download.value.suggested_filename == "memories-home.json"
     assert exported["instance"] == "home"
     assert sorted((m["category"], m["content"]) for m in exported["memories"]) == [
@@ -171,9 +185,13 @@ def test_switch_export_errors_and_forget_everything_with_confirmation(
     page.get_by_role("button", name="Cancel").click()
     assert Memory.objects.filter(user__username="bea").count() == 1
 
+    with page.expect_download():
+        page.click("#memories-export")
+    page.wait_for_selector("#memories-status:text-is('Exported 1 memory.')")
+
     page.click("#memories-forget")
     page.click("#confirm-yes")
-    page.wait_for_selector("#memories-status:text-is('Forgotten: 1 memories.')")
+    page.wait_for_selector("#memories-status:text-is('Forgotten: 1 memory.')")
     page.wait_for_selector("#memories-empty:not([hidden])")
     assert Memory.objects.filter(user__username="bea").count() == 0
     assert page.locator(".memory-item").count() == 0

@@ -18,6 +18,11 @@ export function errorText(error) {
   return `The server could not be reached (${error.message}).`;
 }
 
+// "1 memory", "2 memories", "0 memories".
+export function countText(count, one, many) {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
 function categoryOptions(select, { withAll = false, counts = null } = {}) {
   const chosen = select.value;
   const options = CATEGORIES.map((category) => {
@@ -157,6 +162,8 @@ export class MemoriesPage {
 
   async search() {
     const q = $("memories-search-input").value.trim();
+    // A status of an earlier action ("Memory saved.") says nothing about the results.
+    this.status("");
     if (!q) { this.showList(); return; }
     const category = $("memories-filter").value;
     const params = new URLSearchParams({ q, ...(category ? { category } : {}) });
@@ -175,7 +182,14 @@ export class MemoriesPage {
     const items = memories.map((memory) => this.item(memory));
     if (append) list.append(...items);
     else list.replaceChildren(...items);
-    $("memories-empty").hidden = list.children.length > 0;
+    this.showEmpty();
+  }
+
+  // The empty list's line: a search with no hits is not an empty memory.
+  showEmpty() {
+    const empty = $("memories-empty");
+    empty.textContent = this.query ? `No memory matches “${this.query}”.` : "No memories here yet.";
+    empty.hidden = $("memories-list").children.length > 0;
   }
 
   // memory: {id, category, content, created_at, updated_at, source_chat_id}
@@ -230,7 +244,7 @@ export class MemoriesPage {
   async remove(item, memory) {
     if ((await this.call("DELETE", `${this.base}${encodeURIComponent(memory.id)}/`)) === null) return;
     item.remove();
-    $("memories-empty").hidden = $("memories-list").children.length > 0;
+    this.showEmpty();
     this.status("Memory deleted.");
     this.loadSettings();
   }
@@ -248,7 +262,7 @@ export class MemoriesPage {
     if (!(await this.confirm(text, "Forget everything"))) return;
     const answer = await this.call("POST", `${this.base}forget/`, { confirm: true });
     if (!answer) return;
-    this.status(`Forgotten: ${answer.deleted} memories.`);
+    this.status(`Forgotten: ${countText(answer.deleted, "memory", "memories")}.`);
     await Promise.all([this.loadSettings(), this.showList()]);
   }
 
@@ -256,6 +270,6 @@ export class MemoriesPage {
     const body = await this.call("GET", `${this.base}export/`);
     if (!body) return;
     saveJson(`memories-${this.instance}.json`, body);
-    this.status(`Exported ${(body.memories || []).length} memories.`);
+    this.status(`Exported ${countText((body.memories || []).length, "memory", "memories")}.`);
   }
 }
