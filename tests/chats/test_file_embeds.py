@@ -79,7 +79,12 @@ def test_a_tool_embed_keeps_a_replys_limit_and_others_see_nothing(
     url = f"/api/chats/{chat.pk}/embeds/{tool_embed}/"
     refused = client.put(url, {"encrypted_content": over, "version": 0}, format="json")
     assert refused.status_code == 400
-    assert refused.json()["code"] == "invalid_request"
+    assert refused.json()["code"] == "invalid"
+    assert refused.json()["fields"] == {
+        "encrypted_content": [
+            f"encrypted_content is longer than {MAX_MESSAGE_CIPHERTEXT_CHARS} characters"
+        ]
+    }
     other = signed_in_client(stranger)
     assert other.get(f"/api/chats/{chat.pk}/embeds/").status_code == 404
     assert other.get(url).status_code == 404
