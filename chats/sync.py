@@ -30,9 +30,22 @@ PHASE_2_CHATS = 19
 PHASE_3_CHATS = 100
 
 
+def server_title(chat: Chat) -> str | None:
+    """A server-managed chat's title, opened (None: it has none yet, or it does not open)."""
+    if chat.server_title is None:
+        return None
+    try:
+        return sealed_text_open(
+            owner_id=chat.owner_id, object_id=f"{chat.pk}:title", sealed=chat.server_title
+        )
+    except crypto.DecryptionError:
+        return None
+
+
 def chat_metadata(chat: Chat) -> dict[str, Any]:
-    """A chat object as the client receives it (ciphertext fields, plaintext metadata)."""
-    return {
+    """A chat object as the client receives it (ciphertext fields, plaintext metadata; a
+    server-managed chat's ``title`` opened, since no client holds a key for it)."""
+    item: dict[str, Any] = {
         "chat_id": chat.pk,
         "instance": chat.instance.slug,
         "mode": chat.mode,
@@ -52,6 +65,9 @@ def chat_metadata(chat: Chat) -> dict[str, Any]:
         # a rename, a title or a summary does not move a chat.
         "last_message_at": (chat.last_message_at or chat.created_at).isoformat(),
     }
+    if chat.mode == ChatMode.SERVER_MANAGED:
+        item["title"] = server_title(chat)
+    return item
 
 
 def message_metadata(message: Message) -> dict[str, Any]:
@@ -144,13 +160,6 @@ def sync_phases(*, user: Any, known: dict[str, int]) -> list[list[dict[str, Any]
             0 if position < PHASE_1_CHATS else 1 if position < PHASE_1_CHATS + PHASE_2_CHATS else 2
         )
         item = chat_metadata(chat)
-        if chat.mode == ChatMode.SERVER_MANAGED and chat.server_title is not None:
-            try:
-                item["title"] = sealed_text_open(
-                    owner_id=chat.owner_id, object_id=f"{chat.pk}:title", sealed=chat.server_title
-                )
-            except crypto.DecryptionError:
-                item["title"] = None
         if phase < 2:
             item["messages"] = chat_messages_for_sync(chat)
         phases[phase].append(item)

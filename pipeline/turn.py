@@ -293,6 +293,8 @@ class _Progress:
     title_task: asyncio.Task[pre.ChatTitle | None] | None = None
     # ``time.perf_counter()`` when the title call started (for the fallback's log line).
     title_started: float | None = None
+    # What the title is made from (``_Plan.title_text``), for the heuristic fallback.
+    title_text: str | None = None
     # Pre-processing run beside the accept call on a guess (``pipeline.speculate``).
     speculation: speculate.Speculation | None = None
 
@@ -406,13 +408,15 @@ def _error_for(request: TurnRequest, exc: BaseException) -> ev.Error:
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """What pre-processing decided for the turn's message (``decided``), the mate it
-    chose, whether it is the chat's first message and whether model-based
-    pre-processing runs (``use_model``)."""
+    chose, whether it is the chat's first message, whether model-based pre-processing
+    runs (``use_model``) and the text the chat's title is made from (None: the chat has
+    one, or gets it from its client: :func:`_title_text`)."""
 
     decided: pre.Preprocessed
     mate: Mate | None
     first: bool
     use_model: bool
+    title_text: str | None = None
 
 
 def _side_reads(request: TurnRequest, control: TurnControl) -> asyncio.Future[Any]:
@@ -513,7 +517,26 @@ def _plan(request: TurnRequest, progress: _Progress, context: InstanceContext) -
         use_model=(
             request.instance.model_preprocessing_enabled and not _on_base_model(request.instance)
         ),
+        title_text=_title_text(request, progress, decided.content),
     )
+
+
+def _title_text(request: TurnRequest, progress: _Progress, content: str) -> str | None:
+    """What the chat's title is made from: the message of a chat's first turn; for a
+    server-managed chat still without a title (a ``/v1`` conversation that arrived with
+    earlier messages), its first user message; None otherwise."""
+    history = progress.history
+    if not history:
+        return content
+    untitled = (
+        request.chat.mode == ChatMode.SERVER_MANAGED
+        and request.chat.server_title is None
+        and not progress.notes.title
+    )
+    if not untitled:
+        return None
+    first = next((m for m in history if m.get("role") == "user"), None)
+    return pre.strip_invisible(str(first["content"])) if first else content
 
 
 async def _safety_check(request: TurnRequest, plan: _Plan) -> pre.SafetyScores:
@@ -549,8 +572,8 @@ def _preprocess_done(
     gets its heuristic title here (and in the notes)."""
     decided = plan.decided
     heuristic = None
-    if plan.first and not plan.use_model:
-        heuristic = pre.heuristic_title(decided.content)
+    if plan.title_text is not None and not plan.use_model:
+        heuristic = pre.heuristic_title(plan.title_text)
         progress.notes = replace(progress.notes, title=heuristic.title)
     return ev.PreprocessDone(
         chat_id=request.chat.pk,
@@ -580,11 +603,12 @@ def _rejection(progress: _Progress, language: str) -> ev.ReplyDelta:
 
 def _title_start(request: TurnRequest, progress: _Progress, plan: _Plan) -> None:
     """A first message's title call, running beside the main call."""
-    if plan.first and plan.use_model:
+    if plan.title_text is not None and plan.use_model:
         progress.title_started = time.perf_counter()
+        progress.title_text = plan.title_text
         progress.title_task = asyncio.create_task(
             pre.title_generate(
-                text=plan.decided.content,
+                text=plan.title_text,
                 language=plan.decided.language,
                 instance=request.instance,
                 chat_id=request.chat.pk,
@@ -733,7 +757,7 @@ def _title_event(request: TurnRequest, progress: _Progress) -> ev.PreprocessDone
 def _title_heuristic(request: TurnRequest, progress: _Progress, reason: str) -> pre.ChatTitle:
     """The heuristic title of the message (``pre.title_fallback``: logged with ``reason``)."""
     started = progress.title_started or time.perf_counter()
-    text = pre.strip_invisible(request.content)
+    text = progress.title_text or pre.strip_invisible(request.content)
     return pre.title_fallback(text, request.chat.pk, reason, started)
 
 

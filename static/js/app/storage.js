@@ -391,7 +391,9 @@ export class ChatStorage {
       }
       const fresh = (page.results || []).filter((chat) => {
         const known = state.chats.get(chat.chat_id);
-        return !known || known.version < chat.version;
+        // A server-managed chat's title lives in memory only: a page without it takes it.
+        const untitled = isServerManaged(chat) && !state.plainTitles.has(chat.chat_id);
+        return !known || known.version < chat.version || untitled;
       });
       await Promise.all(fresh.map((chat) => this.ingestChat(chat)));
       this.screen.refreshList();
