@@ -1095,18 +1095,19 @@ _CODE_OBJECTS = (
     r"code|unit tests?|funktion(?:en)?|skript|klasse|abfrage|fonctions?|requêtes?|programmes?|"
     r"funci[oó]n|funciones|consulta|programa|clase|funzione|programma|"
     r"функци\w*|скрипт\w*|программ\w*|класс\w*|запрос\w*|functie|funkcj\w*|zapytani\w*|"
-    r"skrypt\w*|função|fonksiyon\w*)\b|関数|スクリプト|コード|プログラム|クエリ|函数|脚本|代码|"
-    r"程序|查询语句|함수|스크립트|코드"
+    r"skrypt\w*|função|fonksiyon\w*|συνάρτηση|συναρτήσεις|κώδικα|funkc[ei]\w*|kód|hàm)\b"
+    r"|関数|スクリプト|コード|プログラム|クエリ|函数|脚本|代码|程序|查询语句|함수|스크립트|코드|कोड|फ़ंक्शन"
+    r"|फंक्शन|स्क्रिप्ट"
 )
 _CODE_VERBS = (
     r"\b(?:write|create|implement|generate|build|fix|debug|refactor|schreib\w*|erstell\w*|"
     r"programmier\w*|implementier\w*|écri[st]\w*|crée\w*|escrib\w*|crea|créame|programa|"
     r"implementa|scriv\w*|напиши|создай|реализуй|schrijf|maak|napisz|stwórz|escrev\w*|crie|"
-    r"yaz)\b"
+    r"yaz|γράψε|napiš|skriv|kirjoita|viết)\b"
 )
 _CODE_LANGUAGES = (
     r"\b(?:python|javascript|typescript|java|golang|rust|sql|bash|powershell|c#|c\+\+|kotlin"
-    r"|swift|php|ruby|vba)\b|python|javascript"
+    r"|swift|php|ruby|vba)\b|python|javascript|पायथन|जावास्क्रिप्ट"
 )
 _CODE_REQUEST_RE = re.compile(
     rf"{_CODE_VERBS}\W+(?:[^\W\d_]+\W+){{0,6}}?(?:{_CODE_OBJECTS})"
@@ -1297,7 +1298,9 @@ def tool_choices(
     # Nor for the poem it writes ("about the rain in Hamburg"); a small instance still
     # offers all its tools below, the main model deciding.
     if not is_creative_request(subject):
-        for choice in tool_match.tools_by_meaning(subject, profiles, chosen=chosen, embed=semantic):
+        for choice in tool_match.tools_by_meaning(
+            subject, profiles, chosen=chosen, embed=semantic, language=language
+        ):
             add(choice.name, choice.reason)
         _memory_pair(chosen, subject, names, semantic=semantic)
         if not semantic:

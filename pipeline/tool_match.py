@@ -59,6 +59,18 @@ logger = logging.getLogger(__name__)
 # (bench/preprocess_quality.py prints recall and precision for every split).
 EMBEDDING_MIN_COSINE = 0.35
 EMBEDDING_MARGIN = 0.0
+# The languages USE multilingual v3 was trained on (Yang et al. 2019, "Multilingual
+# Universal Sentence Encoder for Semantic Retrieval": 16 languages, Chinese twice). In
+# others (Greek, Hindi, Czech, Danish, Vietnamese, Finnish, …) it places a message near
+# whatever shares its script and words, so a nearest example of any tool sits at 0.7-0.9
+# and a few hundredths above the no-tool class by chance: there similarity needs
+# :data:`UNTRAINED_MARGIN` over the runner-up, and the triggers carry those languages.
+# Set on the dev split (similarity's choices in such languages: at 0.04, 12 of 21 wrong
+# ones fall, 5 of 14 right ones).
+EMBEDDING_LANGUAGES = frozenset(
+    {"ar", "zh", "nl", "en", "fr", "de", "it", "ja", "ko", "pl", "pt", "es", "th", "tr", "ru"}
+)
+UNTRAINED_MARGIN = 0.04
 # A tool the nearest example chose must also be at least this likely to the tool's
 # one-vs-rest logistic regression over the same vectors (its examples against every other
 # tool's and the no-tool class): the nearest neighbour follows names ("… in Krakow"), the
@@ -632,6 +644,7 @@ def _similarity_reason(
     grams: Counter[str],
     *,
     floor: float | None = None,
+    margin: float = EMBEDDING_MARGIN,
 ) -> str | None:
     if embedded is not None:
         # A clause (``floor`` given) is a fragment: its nearest example is often a near
@@ -644,11 +657,7 @@ def _similarity_reason(
             default=-1.0,
         )
         likely = embedded.likely.get(profile.name, 1.0)
-        if (
-            cosine >= floor
-            and cosine - max(rival, embedded.no_tool) >= EMBEDDING_MARGIN
-            and likely >= needed
-        ):
+        if cosine >= floor and cosine - max(rival, embedded.no_tool) >= margin and likely >= needed:
             return f"similar to an example ({cosine:.2f}; no tool {embedded.no_tool:.2f})"
         return None
     best = best_trigram_cosine(grams, profile.trigram_index, profile.trigram_norms)
@@ -696,14 +705,19 @@ def tools_by_meaning(
     *,
     chosen: Iterable[str] = (),
     embed: bool = True,
+    language: str = "",
 ) -> list[ToolChoice]:
     """The tools among ``profiles`` the message needs by triggers or similarity, skipping
     names in ``chosen`` (already decided): those of the whole message, then those of each
     of its :func:`clauses` (a message may ask for two things; a clause by meaning only
     from :data:`CLAUSE_MIN_WORDS` words and :data:`CLAUSE_MIN_COSINE`). ``embed=False``
-    leaves the embedding out."""
+    leaves the embedding out; ``language`` (an ISO 639-1 code, "" unknown) outside
+    :data:`EMBEDDING_LANGUAGES` asks similarity for :data:`UNTRAINED_MARGIN`."""
     skip = set(chosen)
-    choices = _by_meaning(text, profiles, skip, embed)
+    margin = (
+        UNTRAINED_MARGIN if language and language not in EMBEDDING_LANGUAGES else EMBEDDING_MARGIN
+    )
+    choices = _by_meaning(text, profiles, skip, embed, margin=margin)
     parts = clauses(text)
     if len(parts) > 1:
         for part in parts:
@@ -713,6 +727,7 @@ def tools_by_meaning(
                 skip | {c.name for c in choices},
                 embed and _clause_words(part) >= CLAUSE_MIN_WORDS,
                 floor=CLAUSE_MIN_COSINE,
+                margin=margin,
             )
             choices.extend(ToolChoice(c.name, f"{c.reason} in {part[:40]!r}") for c in found)
     return choices
@@ -731,6 +746,7 @@ def _by_meaning(
     embed: bool,
     *,
     floor: float | None = None,
+    margin: float = EMBEDDING_MARGIN,
 ) -> list[ToolChoice]:
     choices: list[ToolChoice] = []
     pending: list[ToolProfile] = []
@@ -748,11 +764,13 @@ def _by_meaning(
             choices.append(ToolChoice(profile.name, reason))
         else:
             pending.append(profile)
-    if choices:
+    if choices or _other_tool_rule(text, profiles):
         # Beside a rule's tool, another by meaning only when its regression is sure of
         # it ("what time does the match kick off tonight?" is the clock's words and a
         # search's need); never by trigrams. The regressions alone are asked first (a
-        # product with a few columns): most such messages need no more.
+        # product with a few columns): most such messages need no more. A rule of a tool
+        # the instance lacks counts too: "is the museum open today?" is the search's
+        # question, not the clock's on an instance without the search.
         likely = _regression_scores(text, profiles) if embed and USE_EMBEDDINGS else {}
         pending = [p for p in pending if likely.get(p.name, 0.0) >= BESIDE_RULE_PROBABILITY]
     embedded = _embedding_scores(text, profiles) if pending and embed and USE_EMBEDDINGS else None
@@ -760,11 +778,22 @@ def _by_meaning(
         pending = [p for p in pending if p.name not in CLAUSE_RULES_ONLY]
     grams = trigrams(text) if pending and embedded is None else Counter()
     for profile in pending:
-        reason = _similarity_reason(profile, embedded, grams, floor=floor)
+        reason = _similarity_reason(profile, embedded, grams, floor=floor, margin=margin)
         if reason:
             choices.append(_likelier(profile.name, reason, embedded, pending))
     # One choice per tool (two neighbours may give way to the same likelier tool).
     return list({c.name: c for c in choices}.values())
+
+
+def _other_tool_rule(text: str, profiles: Sequence[ToolProfile]) -> bool:
+    """Whether a trigger of a registered tool not among ``profiles`` (one the instance has
+    not enabled) matches ``text``."""
+    names = {p.name for p in profiles}
+    return any(
+        _trigger_reason(text, tool_profile(t.name, t.description))
+        for t in all_tools()
+        if t.name not in names
+    )
 
 
 def _likelier(

@@ -299,6 +299,26 @@ TRIGGERS = (
     r"|\bhur (?:många dagar|länge) är det kvar till\b|\bbugün günlerden ne\b|\bayın kaçı\b"
     r"|\bkaç gün kaldı\b|\w+(?:na|ne|ya|ye) kaç gün var\b",
     r"كم الساعة|الوقت الآن|تاريخ اليوم|التاريخ اليوم|كم يوما? (?:بقي|تبقى|باقي)",
+    # The hour, the date or the weekday asked in the forms a language has for them, not
+    # only its textbook phrase: "is it Tuesday today?", "what's the date tomorrow?",
+    # "is it morning or night there now?" (Hindi, Czech, Finnish, Greek, Danish,
+    # Norwegian, Swedish, Vietnamese).
+    r"(?:कितना|कितने) बजा|(?:समय|टाइम|वक्त|वक़्त) क्या (?:है|हुआ|हो)|तारीख क्या है"
+    r"|(?:कौन सी|क्या) तारीख (?:है|होगी)|आज (?:सोमवार|मंगलवार|बुधवार|गुरुवार|शुक्रवार|शनिवार"
+    r"|रविवार) है|अभी (?:सुबह|दोपहर|शाम|रात) है",
+    r"\b(?:je|bude) (?:dnes|dneska|zítra) (?:pondělí|úterý|středa|čtvrtek|pátek|sobota|neděle)\b"
+    r"|\b(?:který|jaký) (?:den|datum)(?: v týdnu)? (?:je|bude|máme)\b|\bjaké je (?:dnes |dneska )"
+    r"?datum\b|\bkolikátého (?:je|bude|máme)\b|\bmikä päivämäärä\b|\bonko (?:tänään|huomenna)"
+    r" (?:maanantai|tiistai|keskiviikko|torstai|perjantai|lauantai|sunnuntai)\b"
+    r"|\bmikä (?:viikonpäivä|päivä) (?:tänään|huomenna|nyt) on\b",
+    r"\bσήμερα είναι (?:Δευτέρα|Τρίτη|Τετάρτη|Πέμπτη|Παρασκευή|Σάββατο|Κυριακή)\b"
+    r"|\bτι ώρα έχει\b(?! (?:ο|η|το) )|\bποια μέρα είναι\b|\bτι ημερομηνία θα είναι\b"
+    r"|\b(?:er|är) det (?:mandag|tirsdag|onsdag|torsdag|fredag|lørdag|søndag|måndag|tisdag"
+    r"|lördag|söndag) (?:i dag|idag)\b|\bhva(?:d)? dato (?:har vi|er det)\b|\bhvor sent er det\b"
+    r"|\bhvilken dag er det i morgen\b",
+    r"\b(?:hôm nay|ngày mai|mai) (?:là )?(?:thứ mấy|ngày mấy|ngày bao nhiêu)\b"
+    r"|\b(?:bây giờ|giờ này)\b[^?.!]{0,30}\b(?:mấy giờ|sáng hay tối|tối hay sáng|ngày hay đêm)\b"
+    r"|\b(?:bây giờ|hiện tại) là (?:tháng|năm) mấy\b|\btháng mấy rồi\b|\bngày mấy tháng mấy\b",
 )
 
 

@@ -329,6 +329,20 @@ TRIGGERS = (
     r"\bsana .{0,40}(?:demiştim|söylemiştim|anlatmıştım|söylemiş miydim|bahsetmiştim)"
     r"|\bhakkımda ne biliyorsun\b|내가 .{0,30}(?:말했|얘기했|라고 했)|나에 대해 뭘|ما (?:قلته|أخبرتك)"
     r"|ماذا (?:قلت|أخبرتك)|هل أخبرتك|ماذا تعرف عني|تتذكر ما",
+    # What the assistant remembers or knows about the user, and what the user told it, in
+    # the forms the rules above miss (Hindi, Czech, Danish, Norwegian, Swedish, Finnish,
+    # Greek, Vietnamese, English).
+    r"मेरे बारे में क्या (?:याद|पता|जानते)|(?:तुम्हें|तुमको|आपको) (?:मेरे|मेरी|मेरा)[^?।]{0,40}याद"
+    r"|याद है (?:तुम्हें|तुमको|आपको)|मैंने [^?।]{0,40}(?:बताया|बताई|कहा|बोला) था",
+    r"\bco si o mně pamatuješ\b|\bco víš o (?:mně|mých|mém|mé|mojí|mojem)\b"
+    r"|\bvzpomeneš si,? (?:kde|co|jak|kdy|kdo)\b|\bjsem ti (?:říkal|říkala|dával|dávala|dal|dala"
+    r"|psal|psala)\b",
+    r"\bkan du huske,? (?:hvad|hvor|hvilke[nt]?|hvornår|hvem|min|mit|mine)\b"
+    r"|\bhva(?:d)? husker du (?:om|fra)\b|\b(?:hvad|hvilke[nt]?|hva) \w+ (?:sagde|fortalte|nævnte)"
+    r" jeg\b|\bhar jeg fortalt (?:dig|deg)\b|\bvad minns du om mig\b|\bmitä muistat minusta\b",
+    r"\bτι θυμάσαι για (?:μένα|εμένα)\b|\bσου (?:έδωσα|είχα δώσει)\b|\bbạn (?:nhớ|biết) gì về tôi\b"
+    r"|\btôi đã (?:dặn|nói|kể|nhắc)\b|\bdo you recall (?:my|what i|where i|which|who my|how my)\b"
+    r"|\bwhat (?:do|did) you (?:have )?(?:on (?:file|record)|remember) about (?:me|my)\b",
 )
 
 

@@ -219,7 +219,11 @@ _WEATHER_WORDS = (
     r"|tuulinen|sumu\w*|lunta|ceket|fırtına\w*|güneşli|rüzgar\w*|şemsiye"
     r"|μπουφάν|βροχ\w*|χιόν\w*|καταιγίδ\w*|ζέστη|κρύο|hujan|salju|badai|cerah|berangin"
     r"|jaket|payung|mưa|tuyết|bão|nắng|áo khoác|lạnh|nóng|esernyő|eső|havaz\w*"
-    r"|vihar\w*|napsüt\w*|hideg|geacă|umbrelă|ploaie|ninsoare|furtună|însorit|frig)\b"
+    r"|vihar\w*|napsüt\w*|hideg|geacă|umbrelă|ploaie|ninsoare|furtună|însorit|frig"
+    # How warm or cold it is, and in how many degrees: "Er det koldt i København lige nu?",
+    # "Kolik je teď stupňů v Praze?" (the word for degrees without a number beside it).
+    r"|koldt|varmt|kallt|kaldt|teplo|kylmä|lämmin|lämpöä|kuuma|astetta|grader|stupň\w*"
+    r"|βαθμούς|bao nhiêu độ|mấy độ|derece)\b|गर्मी"
     r"|مطر|ثلج|عاصفة|مشمس|رياح|ضباب|مظلة|معطف|बारिश|बर्फ|तूफ़ान|तूफान|कोहरा|ठंड|छाता|जैकेट"
     r"|גשם|שלג|סערה|ערפל|מעיל|מטרייה"
 )
@@ -233,7 +237,8 @@ _SOON = (
     r"|dit weekend|vanmiddag|сегодня|вечером|завтра|на выходных|сейчас|сьогодні|ввечері"
     r"|на вихідних|зараз|dziś|dzisiaj|wieczorem|jutro|w weekend|dnes|večer|zítra|o víkendu"
     r"|idag|i dag|i kväll|ikväll|imorgon|i morgon|i helgen|i aften|i kveld|tänään|illalla"
-    r"|huomenna|viikonloppuna|bugün|bu akşam|yarın|hafta sonu|σήμερα|απόψε|αύριο|hari ini"
+    r"|huomenna|viikonloppuna|bugün|bu akşam|yarın|hafta sonu|σήμερα|απόψε|αύριο|τώρα|nu"
+    r"|lige nu|i eftermiddag|teď|nyt|bây giờ|hari ini"
     r"|malam ini|besok|akhir pekan|hôm nay|tối nay|ngày mai|cuối tuần|holnap|hétvégén|ma este"
     r"|azi|astăzi|diseară|mâine|în weekend)\b"
     r"|(?<![\u0600-\u06ff])(?:اليوم|الليلة|غد[اًا]?)(?![\u0600-\u06ff])"
@@ -241,7 +246,7 @@ _SOON = (
     r"|(?<![\u05d0-\u05ea])(?:היום|הערב|מחר)(?![\u05d0-\u05ea])"
 )
 TRIGGERS = (
-    r"\bweather\b(?!\s+(?:apps?|widgets?|stations?|balloons?|and climate))"
+    r"(?<!\bunder the )\bweather\b(?!\s+(?:apps?|widgets?|stations?|balloons?|and climate))"
     r"|\b(?:weather|the) forecast\b|\bforecast (?:in|for (?:today|tomorrow|the weekend)|says)\b"
     r"|\bgoing to (?:rain|snow)\b|\bwill it (?:rain|snow|be (?:sunny|cold|hot|warm|windy|cloudy))\b"
     r"|\bis it (?:raining|snowing|sunny|cold|hot|warm|windy)\b"

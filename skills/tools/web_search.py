@@ -281,7 +281,84 @@ COUNTER_EXAMPLES = (
     "Förklara hur en sökmotor fungerar",
     "Hvem skrev Peer Gynt?",
 )
+# Current information as a class, in any language: a thing that changes from day to day
+# (a price, a rate, opening hours, a match's result, delays and strikes, the news, who
+# holds an office) asked about with a word for now, today or yesterday in one sentence
+# ("Πόσο έχει η βενζίνη σήμερα;", "Jaký je dnes kurz eura?", "आज सोने का भाव कितना है?").
+# Either word alone is no search: "the price of happiness", "what day is it today".
+_CHANGING = (
+    r"\b(?:prices?|costs?|costing|exchange rate|stock price|opening hours|open|score"
+    r"|delay(?:s|ed)?"
+    r"|strikes?|kostet|preis\w*|kurs\w*|geöffnet|öffnungszeiten|ergebnis\w*|verspätung\w*"
+    r"|streik\w*|prix|coûte|cours|ouverte?s?|fermée?s?|résultats?|retards?|grève\w*|precios?"
+    r"|cuesta|abiert[oa]s?|cerrad[oa]s?|resultados?|retrasos?|huelga\w*|prezz[oi]|costa"
+    r"|apert[oia]|chius[oia]|risultat[oi]|ritard[oi]|sciopero|preços?|custa|cotação|abert[oa]s?"
+    r"|fechad[oa]s?|atrasos?|greve|kost|prijs\w*|koers|geopend|gesloten|uitslag|vertraging\w*"
+    r"|staking|kosztuje|cen[aęy]|otwart\w*|zamknięt\w*|wynik\w*|opóźni\w*|strajk\w*|стоит"
+    r"|цен[аыу]|курс\w*|открыт\w*|закрыт\w*|результат\w*|задерж\w*|забастовк\w*"
+    r"|τιμ(?:ή|ές|ών)|κοστίζει|ισοτιμία|ανοιχτ\w*|κλειστ\w*|ανοίγει|κλείνει|αποτέλεσμα\w*"
+    r"|σκορ|αγώνα\w*|ματς|καθυστερήσ\w*|απεργί\w*|νεότερα|πρωθυπουργός|υπουργός|πρόεδρος"
+    r"|koster|kostar|kurs(?:en)?|renten?|åben|åbent|åpen|åpent|öppet|öppen|lukket|stengt|stängt"
+    r"|resultat\w*|endte|slutade|kampen|matchen|forsinke\w*|försen\w*|strejke?\w*|streik\w*"
+    r"|aflyst|innstilt|inställd\w*|nuværende|nåværende|nuvarande|stojí|cena|ceny|kurz"
+    r"|otevřen\w*|otevírá|zavřen\w*|zavírá|dopadl\w*|výsledek|skóre|zápas\w*|zpožd\w*"
+    r"|stávk\w*|jezdí|ministr\w*|premiér\w*|prezident\w*|maksaa|hinta|hinnat|kurssi|auki"
+    r"|aukeaa|suljettu|päättyi|tulos|ottelu|myöhässä|lakko|kulkevat|pääministeri|ministeri"
+    r"|fiyat\w*|ne kadar|kur(?:u|lar)?|açık|kapalı|sonuç\w*|maç\w*|rötar\w*|grev\w*|iptal"
+    r"|altın|giá|tỷ giá|tỉ giá|mở cửa|đóng cửa|tỉ số|tỷ số|kết quả|trận|hoãn|đình công"
+    r"|thủ tướng|tổng thống|bộ trưởng|ra mắt|harga|buka|tutup|skor|ár|árfolyam|nyitva"
+    r"|preț|curs|deschis|închis|ціна|курс|відкрит\w*|зачинен\w*|euro|dollars?|dolar|đô la"
+    r"|ευρώ|δολάρι\w*|bitcoin|gold|guld|zlato|kulta|χρυσ\w*|πόσο (?:έχει|πάει|κοστίζει))\b"
+    r"|भाव|दाम|कीमत|रेट|खुल[ेाी]|बंद है|नतीजा|नतीजे|स्कोर|मैच|चल रह[ीाे]|देरी|हड़ताल|आगे चल"
+    r"|लॉन्च|रिलीज़|प्रधानमंत्री|मंत्री|सोने|डॉलर|रुपये|रुपए|값|가격|얼마|시세|환율|코스피|주가|열어|결과|경기"
+    r"|지연|파업|سعر|أسعار|مفتوح|مغلق|نتيجة|مباراة|تأخير|إضراب|値段|価格|いくら|相場|株価|日経"
+    r"|レート|営業|試合|遅延|价格|多少钱|汇率|股价|开门|营业|比赛|延误|罢工"
+)
+# Days of the week: "is the pharmacy open on Sunday?", "otwarta w niedzielę".
+_WEEKDAYS = (
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)days?|montags?|dienstags?|mittwochs?|donnerstags?"
+    r"|freitags?|samstag\w*|sonntag\w*|lundi|mardi|mercredi|jeudi|vendredi|samedi|dimanche"
+    r"|lunes|martes|miércoles|jueves|viernes|sábado|domingo|lunedì|martedì|mercoledì|giovedì"
+    r"|venerdì|sabato|domenica|segunda|terça|quarta|quinta|sexta|maandag|dinsdag|woensdag"
+    r"|donderdag|vrijdag|zaterdag|zondag|poniedział\w*|wtor\w*|środ\w*|czwart\w*|piąt\w*"
+    r"|sobot\w*|niedziel\w*|понедельник|вторник|сред[ау]|четверг|пятниц[ау]|суббот[ау]"
+    r"|воскресенье|Δευτέρα|Τρίτη|Τετάρτη|Πέμπτη|Παρασκευή|Σάββατο|Κυριακή|mandag|tirsdag"
+    r"|onsdag|torsdag|fredag|lørdag|søndag|måndag|lördag|söndag|pondělí|úterý|středu|čtvrtek"
+    r"|pátek|sobotu|neděli|maanantai\w*|tiistai\w*|keskiviikko\w*|torstai\w*|perjantai\w*"
+    r"|lauantai\w*|sunnuntai\w*|pazartesi|salı|çarşamba|perşembe|cuma|cumartesi|pazar"
+    r"|thứ (?:hai|ba|tư|năm|sáu|bảy)|chủ nhật"
+)
+_NOW_WORDS = (
+    rf"\b(?:now|right now|at the moment|currently|today|tonight|yesterday|last night|these days"
+    r"|this (?:week|weekend|season)|jetzt|gerade|momentan|aktuell|derzeit|heute|gestern"
+    r"|maintenant|en ce moment|actuellement|aujourd'hui|ce soir|hier|ahora|actualmente|hoy"
+    r"|esta noche|anoche|ayer|adesso|attualmente|oggi|stasera|ieri|agora|atualmente|hoje"
+    r"|ontem|momenteel|vandaag|vanavond|gisteren|teraz|obecnie|aktualnie|dziś|dzisiaj|wczoraj"
+    r"|сейчас|сегодня|вчера|τώρα|σήμερα|χθες|χθεσιν\w*|σημεριν\w*|αυτή τη στιγμή|απόψε|φέτος"
+    r"|nu|lige nu|just nu|nå|akkurat nå|i dag|idag|i aften|i kveld|i kväll|ikväll|i går|igår"
+    r"|i \w+s|for tiden|för närvarande|i øjeblikket|teď|ted|nyní|dnes|dneska|včera|včerejší\w*"
+    r"|aktuálně|momentálně|nyt|tänään|eilen|tällä hetkellä|nykyään|şimdi|şu an|bugün|dün|dünkü"
+    r"|bây giờ|hiện nay|hiện tại|hôm nay|tối qua|hôm qua|dạo này|sekarang|hari ini|kemarin"
+    rf"|saat ini|most|ma|tegnap|jelenleg|acum|azi|astăzi|ieri|зараз|сьогодні|вчора|{_WEEKDAYS})\b"
+    r"|अभी|आज|कल|इस वक्त|इन दिनों|फिलहाल|지금|오늘|어제|요즘|현재|الآن|اليوم|أمس|حاليا"
+    r"|今日|現在|昨日|昨夜|最近|现在|今天|昨天|昨晚|目前|עכשיו|היום|אתמול"
+)
 TRIGGERS = (
+    rf"(?:{_CHANGING})[^.?!\n\d]{{0,50}}?(?:{_NOW_WORDS})"
+    rf"|(?:{_NOW_WORDS})[^.?!\n\d]{{0,50}}?(?:{_CHANGING})",
+    # Who holds an office or a title now ("Hvem er den nuværende udenrigsminister?").
+    r"\b(?:who|wer|qui|quién|chi|quem|wie|kto|кто|ποιος|ποια|hvem|vem|kdo|kuka|kim|ai)\b"
+    r"[^.?!\n]{0,40}\b(?:current|aktuelle?r?|actuel\w*|actual|attuale|atual|huidige|obecn\w*"
+    r"|aktualn\w*|нынешн\w*|σημεριν\w*|τωριν\w*|nuværende|nåværende|nuvarande|aktuální"
+    r"|současn\w*|nykyi\w*|şu anki|hiện nay|hiện tại|đang là)\b|कौन[^।?]{0,40}(?:वर्तमान|मौजूदा)"
+    r"|(?:वर्तमान|मौजूदा)[^।?]{0,40}कौन",
+    # What is new about something, and when a thing comes out.
+    r"\b(?:νεότερα|τι νέα|τι καινούργιο|co je nového|có gì mới|hvad er nyt|vad är nytt)\b"
+    r"|\b(?:when|wann|quand|cuándo|quando|wanneer|kiedy|когда|πότε|hvornår|når|när|kdy"
+    r"|milloin|ne zaman|khi nào|bao giờ)\b[^.?!\n]{0,40}\b(?:come out|coming out|released?"
+    r"|launch\w*|erscheint|sort\w*|sale|esce|estreia|uitkomt|wychodzi|выходит|βγαίνει|kommer ud"
+    r"|kommer ut|vychází|ilmestyy|çıkıyor|ra mắt|phát hành)\b|कब (?:लॉन्च|रिलीज़|आएगा|आएगी)"
+    r"|(?:언제|いつ|什么时候)[^\u3002\uff1f?]{0,20}(?:출시|개봉|発売|公開|上映|上市|发布)",
     r"\bsearch (?:the )?(?:web|internet|online)\b|\bweb search\b|\bsearch for\b|\blook up\b"
     r"|\blook (?:it|this|that) up\b|\bgoogle\b|\b(?:latest|recent|breaking|current) news\b"
     r"|\bnews (?:about|on)\b|\bfind (?:me )?(?:recent|the latest|current|up-to-date)\b"

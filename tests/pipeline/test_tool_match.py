@@ -211,3 +211,34 @@ def test_the_trigram_index_gives_the_best_cosine_of_every_example() -> None:
             )
             assert found == pytest.approx(expected, abs=1e-12), (spec.name, message)
     assert tool_match.best_trigram_cosine(tool_match.trigrams("abc"), {}, ()) == 0.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Πόσο έχει η βενζίνη σήμερα;",
+        "Jaký je dnes kurz eura?",
+        "आज सोने का भाव कितना है?",
+        "Czy Biedronka jest otwarta w tę niedzielę?",
+    ],
+)
+def test_a_changing_thing_asked_about_now_gets_the_search(text: str) -> None:
+    assert _chosen(text)["web_search"].startswith("rule:")
+
+
+def test_a_sum_with_a_price_and_now_is_no_search() -> None:
+    assert "web_search" not in _chosen("the price was 80 and now it's 20% off, what do I pay?")
+
+
+def test_a_rule_of_a_tool_the_instance_lacks_keeps_the_clock_out() -> None:
+    # On the demo instance the search's question must not fall to the clock's examples.
+    assert _chosen("Είναι ανοιχτή η Ακρόπολη αυτή τη στιγμή;", DEMO) == {}
+
+
+def test_similarity_in_a_language_the_model_was_not_trained_on_needs_a_margin() -> None:
+    # Sights of a city in Greek: the clock's Greek examples are nearest by a hair.
+    assert "el" not in tool_match.EMBEDDING_LANGUAGES
+    profiles = [tool_match.tool_profile(t.name, t.description) for t in all_tools()]
+    text = "Τι να δω στη Θεσσαλονίκη σε δύο μέρες;"
+    assert tool_match.tools_by_meaning(text, profiles, language="el") == []
+    assert tool_match.tools_by_meaning(text, profiles, language="") != []
