@@ -814,12 +814,18 @@ def _identified_language(sample: str, fallback: str) -> str | None:
     base = _base(fallback)
     close = _probability_of(ranked, base) >= float(confidence) * CLOSE_FALLBACK_RATIO
     kept = base if close else None
+    return languages.close_pair_language(sample, language, kept, _likelihood(ranked))
+
+
+def _likelihood(ranked: Sequence[tuple[Any, Any]]) -> dict[str, float]:
+    """py3langid's probabilities (``rank``'s ``[(label, probability)]``) summed per
+    supported language (its "nb" and "nn" are both Norwegian)."""
     likelihood: dict[str, float] = {}
     for code, probability in ranked:
         name = languages.supported(str(code))
         if name is not None:
             likelihood[name] = likelihood.get(name, 0.0) + float(probability)
-    return languages.close_pair_language(sample, language, kept, likelihood)
+    return likelihood
 
 
 # py3langid spreads its probability over many Latin-script languages on a sentence of a
