@@ -3,7 +3,7 @@
 
 Prints, per split (``dev``: the one rules and thresholds were set on; ``held``: written
 with them, so partly seen; ``fresh``: written apart by someone who never saw the rules,
-the examples or the other splits, its misses read once; ``fresh2`` … ``fresh6``: written
+the examples or the other splits, its misses read once; ``fresh2`` … ``fresh7``: written
 the same way and never read, only their figures seen), one ``name: value unit`` line per
 figure:
 
@@ -29,7 +29,7 @@ figure:
   merged (1.0: none fell back).
 
 Run: ``.venv/bin/python bench/preprocess_quality.py [--split NAME|all] [--misses]``, NAME
-one of dev, held, fresh, fresh2 … fresh6 (misses are listed for dev, held and fresh only:
+one of dev, held, fresh, fresh2 … fresh7 (misses are listed for dev, held and fresh only:
 the others stay unread).
 """
 
@@ -59,7 +59,7 @@ TOOLS = (
 )
 # The demo instance's tools: the other requests need no tool there.
 DEMO_TOOLS = ("calculator", "datetime_now", "unit_convert")
-SPLITS = ("dev", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6")
+SPLITS = ("dev", "held", "fresh", "fresh2", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7")
 # The splits whose rows may be read; the others' misses are never printed.
 READ_SPLITS = ("dev", "held", "fresh")
 

@@ -20,8 +20,8 @@ from pipeline import tool_output as out
 SPLITS = bench.SPLITS
 # Floors a little below what bench/preprocess_quality.py measures on each split (dev:
 # tuned on; held: written with the rules; fresh: written apart, its misses read once;
-# fresh2 … fresh6: written apart and never read; fresh5 and fresh6 each measured once,
-# blind, after the work they judge), so a regression fails.
+# fresh2 … fresh7: written apart and never read; fresh5, fresh6 and fresh7 each measured
+# once, blind, after the work they judge), so a regression fails.
 TOOL_FLOORS = {
     "dev": 0.98,
     "held": 0.98,
@@ -31,6 +31,7 @@ TOOL_FLOORS = {
     "fresh4": 0.95,
     "fresh5": 0.94,
     "fresh6": 0.92,
+    "fresh7": 0.9,
 }
 TOOL_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -41,6 +42,7 @@ TOOL_PRECISION_FLOORS = {
     "fresh4": 0.91,
     "fresh5": 0.91,
     "fresh6": 0.93,
+    "fresh7": 0.94,
 }
 DEMO_FLOORS = {
     "dev": 0.97,
@@ -51,6 +53,7 @@ DEMO_FLOORS = {
     "fresh4": 0.94,
     "fresh5": 0.95,
     "fresh6": 0.91,
+    "fresh7": 0.87,
 }
 DEMO_PRECISION_FLOORS = {
     "dev": 0.95,
@@ -61,6 +64,7 @@ DEMO_PRECISION_FLOORS = {
     "fresh4": 0.94,
     "fresh5": 0.92,
     "fresh6": 0.95,
+    "fresh7": 0.97,
 }
 # dev: 0.975 since it holds 408 hard rows (close pairs, short replies, quotations in many
 # languages) written before the work on the close groups' odds and shared letters, not a
@@ -74,6 +78,7 @@ LANGUAGE_FLOORS = {
     "fresh4": 0.95,
     "fresh5": 0.97,
     "fresh6": 0.95,
+    "fresh7": 0.94,
 }
 
 
@@ -115,6 +120,7 @@ INJECTION_FLOORS = {
     "fresh4": 0.95,
     "fresh5": 0.95,
     "fresh6": 0.92,
+    "fresh7": 0.87,
 }
 INJECTION_FALSE_POSITIVE_CEILINGS = {
     "dev": 0.01,
@@ -125,6 +131,7 @@ INJECTION_FALSE_POSITIVE_CEILINGS = {
     "fresh4": 0.03,
     "fresh5": 0.01,
     "fresh6": 0.05,
+    "fresh7": 0.02,
 }
 
 
