@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.contrib.messages import get_messages
 from django.test import Client
 
@@ -78,3 +79,24 @@ def test_the_admin_refuses_to_add_or_rename_a_user_to_a_look_alike(client: Clien
     assert "looks the same as an existing one" in renamed.content.decode()
     demo.refresh_from_db()
     assert demo.username == "demo"
+
+
+def test_the_admin_refuses_a_name_equal_to_another_but_for_case(client: Client) -> None:
+    admin: Any = UserFactory(username="root", is_staff=True, is_superuser=True)
+    UserFactory(username="mallory")
+    client.force_login(admin)
+    password = "a long passphrase 17"
+
+    answer = client.post(
+        "/admin/auth/user/add/",
+        {
+            "username": "Mallory",
+            "usable_password": "true",
+            "password1": password,
+            "password2": password,
+        },
+    )
+
+    assert answer.status_code == 200
+    assert "A user with that username already exists." in answer.content.decode()
+    assert not User.objects.filter(username="Mallory").exists()
