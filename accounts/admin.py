@@ -84,12 +84,13 @@ class _UserCreationForm(AdminUserCreationForm):
     """Django's add-user form; the username may neither mix scripts nor read like an
     existing one (``accounts.usernames``)."""
 
-    def clean_username(self) -> str | None:
-        # Django's check gives None after adding its own "already exists" error (a name
-        # equal to another but for case): there is nothing more to check then.
+    def clean_username(self) -> str:
+        # Django's check gives None (whatever its stubs say) after adding its own "already
+        # exists" error (a name equal to another but for case): nothing more to check then.
         username: str | None = super().clean_username()
-        if username is not None:
-            username_validate(username)
+        if username is None:
+            return ""
+        username_validate(username)
         return username
 
 
