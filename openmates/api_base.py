@@ -6,14 +6,16 @@ request forgery if it names the cloud's metadata service or another address that
 the server can reach. :func:`api_base_refusal` refuses, by ``ipaddress`` category:
 
 - link-local addresses (``169.254.0.0/16``, ``fe80::/10``), where clouds serve instance
-  metadata and credentials;
+  metadata and credentials, also inside IPv6 forms that carry an IPv4 address
+  (IPv4-mapped, 6to4, Teredo);
 - the metadata services that sit elsewhere (AWS's IPv6 ``fd00:ec2::254``, Alibaba's
   ``100.100.100.200``, Oracle's ``192.0.0.192``) and their host names
   (``metadata.google.internal`` …);
 - unspecified (``0.0.0.0``, ``::``), multicast, broadcast and reserved addresses;
 - IPv4 written other than as a dotted quad (``2852039166``, ``0xa9.0xfe.0xa9.0xfe``),
   which resolvers read as an address but the categories above would not see;
-- host names that resolve to any of these.
+- host names that resolve to any of these, and hosts that are no valid host name (a
+  space, ``%``: parsers may read such a URL differently).
 
 Loopback and private addresses stay allowed (a self-hoster's local Ollama or vLLM)
 unless ``settings.LLM_API_BASE_PRIVATE_ALLOWED`` is off. The settings' own default tiers
@@ -23,6 +25,7 @@ unless ``settings.LLM_API_BASE_PRIVATE_ALLOWED`` is off. The settings' own defau
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from urllib.parse import urlsplit
 
@@ -47,11 +50,33 @@ METADATA_HOSTS = frozenset(
 )
 
 
+# A host name as resolvers take it: dot-separated labels of letters, digits, "-" and "_"
+# (internal names use it), or an IP address; anything else (a space, "%", "\\") is a URL
+# parsers may read differently from each other.
+_HOST_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0,62}))*")
+
+
+def _ascii_host(host: str) -> str:
+    """``host`` in ASCII (an internationalised name in its IDNA "xn--" form), or "" when
+    it has none."""
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return ""
+
+
 def _refused_kind(address: IPAddress) -> str | None:
     """The kind of address that makes ``address`` refused (``"a link-local address"``),
     or ``None`` when it may be requested."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return _refused_kind(address.ipv4_mapped)
+    if isinstance(address, ipaddress.IPv6Address):
+        # IPv6 forms that carry an IPv4 address a host or relay may end up reaching:
+        # IPv4-mapped (::ffff:a.b.c.d), 6to4 (2002:aabb:ccdd::) and Teredo's client.
+        teredo = address.teredo
+        for embedded in (address.ipv4_mapped, address.sixtofour, teredo[1] if teredo else None):
+            if embedded is not None and (kind := _refused_kind(embedded)) is not None:
+                return kind
+        if address.ipv4_mapped is not None:
+            return None
     if address in METADATA_ADDRESSES:
         return "a cloud metadata address"
     if address.is_link_local:
@@ -123,6 +148,8 @@ def api_base_refusal(url: str, *, resolve: bool = True) -> str | None:
         return "it names no host"
     if host in METADATA_HOSTS:
         return f"{host} is a cloud metadata host"
+    if ":" not in host and not _HOST_NAME.fullmatch(_ascii_host(host)):
+        return "its host is not a valid host name or address"
     try:
         address = _host_address(host)
     except ValueError as exc:

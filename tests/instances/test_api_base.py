@@ -58,6 +58,13 @@ def test_the_rest_api_refuses_the_metadata_address_and_keeps_the_map(
         ("http://255.255.255.255/v1", "255.255.255.255 is a reserved or broadcast address"),
         ("http://2852039166/v1", "write an IPv4 address as four decimal numbers (a.b.c.d)"),
         ("http://0xa9.0xfe.0xa9.0xfe/", "write an IPv4 address as four decimal numbers (a.b.c.d)"),
+        ("http://[2002:a9fe:a9fe::]/", "2002:a9fe:a9fe:: is a link-local address"),
+        (
+            "http://[2001:0:4136:e378:8000:63bf:5601:5601]/",
+            "2001:0:4136:e378:8000:63bf:5601:5601 is a link-local address",
+        ),
+        ("http://169.254.0x a9fe/", "its host is not a valid host name or address"),
+        ("http://a%2eb/v1", "its host is not a valid host name or address"),
         ("ftp://example.org/", "it must be an http(s) URL"),
         ("http:///v1", "it names no host"),
     ],
@@ -74,6 +81,9 @@ def test_literal_addresses_of_these_kinds_are_refused(url: str, reason: str) -> 
         "http://10.0.0.5:8000/v1",
         "http://192.168.1.20/v1",
         "https://api.openai.com/v1",
+        "http://ollama:11434/v1",
+        "http://my_model.internal/v1",
+        "http://b\u00fccher.example/v1",
     ],
 )
 def test_loopback_private_and_public_addresses_are_allowed(url: str) -> None:
