@@ -7,8 +7,10 @@ for it. The text is first read as a model would read it (:func:`revealed_text`):
 smuggled in Unicode tag characters decoded, bytes smuggled in runs of variation selectors
 decoded, text under a right-to-left override read in display order, invisible characters
 (zero-width characters, bidi controls, variation selectors, Hangul fillers, other
-format characters) removed, compatibility forms folded (NFKC: "Ⅰgnore" → "Ignore") and
-Cyrillic or Greek look-alikes inside Latin words read as Latin. Legitimate uses are not
+format characters) removed, compatibility forms folded (NFKC: "Ⅰgnore" → "Ignore"),
+Cyrillic or Greek look-alikes inside Latin words read as Latin, leetspeak read as letters
+when at least three words are so written ("1gn0r3 pr3v10u5", :func:`_leet_folded`) and
+sentences smuggled as base64 decoded (:func:`_base64_payload`, scored as hidden text). Legitimate uses are not
 touched: a well-formed subdivision flag (🏴 + a region and a suffix in tag letters or
 digits + CANCEL TAG; its letters are still scored, so a string of flags cannot spell
 words), ZWJ emoji sequences, ZWNJ in Persian or Indic words, the emoji presentation
@@ -39,12 +41,15 @@ count ("olvídate", "olvidate").
 So one strong signal, or an address to the assistant with an action or concealment, reaches :data:`pipeline.tool_output.INJECTION_BLOCK` (7); weak signals
 alone stay below :data:`pipeline.tool_output.INJECTION_REDACT` (5). Phrases cover
 English, German, French, Spanish, Italian, Portuguese, Dutch, Polish, Russian,
-Ukrainian, Turkish, Japanese, Chinese and Korean; weights were set on the development
+Ukrainian, Turkish, Japanese, Chinese and Korean, with overrides, addresses to the
+reader, "tell the user", passwords and the conversation sent away also in Hungarian,
+Hebrew, Romanian, Finnish, Greek, Hindi, Indonesian, Vietnamese and Thai; weights were set on the development
 set in tests/data/preprocess/ (bench/preprocess_quality.py reports both splits).
 """
 
 from __future__ import annotations
 
+import base64
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -224,6 +229,46 @@ def _latin_look_alikes(text: str) -> str:
     return _WORD_RE.sub(fold, text)
 
 
+# Leetspeak: digits standing for letters inside otherwise-letter words ("1gn0r3").
+_LEET = str.maketrans("0134578@$", "oieastbas")
+# A word mixing letters and leet digits; units and codes ("24C", "16GB", "v2", "A1") are
+# digits before or after at most three letters, not counted as leet.
+_MIXED_RE = re.compile(
+    r"(?<![\w@$])(?=[\w@$]*[A-Za-z])(?=[\w@$]*[0134578@$])[A-Za-z0-9@$]{2,}(?![\w@$])"
+)
+_UNIT_RE = re.compile(r"\d+[A-Za-z]{1,3}|[A-Za-z]{1,3}\d+")
+# Leet words in a text from which it is written in leet, not carrying a code or two.
+LEET_MIN_WORDS = 3
+# Base64 long enough to carry a sentence (a short one is a token or "user:pass").
+_BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{24,}={0,2}")
+
+
+def _leet_folded(text: str) -> str:
+    """``text`` with leet digits read as letters ("1gn0r3 pr3v10u5" → "ignore previous")
+    when at least :data:`LEET_MIN_WORDS` words are written so; else ``text``."""
+    if not any(ch.isdigit() for ch in text):
+        return text
+    mixed = [m for m in _MIXED_RE.finditer(text) if not _UNIT_RE.fullmatch(m.group(0))]
+    if len(mixed) < LEET_MIN_WORDS:
+        return text
+    # Once the text is leet, its short codes are too ("th3 A1" is "the AI").
+    return _MIXED_RE.sub(lambda match: match.group(0).translate(_LEET), text)
+
+
+def _base64_payload(text: str) -> str:
+    """Sentences smuggled as base64 (at least three words of printable text), decoded."""
+    decoded: list[str] = []
+    for match in _BASE64_RE.finditer(text):
+        chunk = match.group(0)
+        try:
+            words = base64.b64decode(chunk + "=" * (-len(chunk) % 4)).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if words.isprintable() and len(re.findall(r"[^\W\d_]{2,}", words)) >= 3:
+            decoded.append(words)
+    return " ".join(decoded)
+
+
 @dataclass(frozen=True, slots=True)
 class Revealed:
     """A text as a model reads it (``text``) and whether invisible characters hid
@@ -281,9 +326,10 @@ def revealed_text(text: str) -> Revealed:
     """``text`` with hidden letters made visible (see the module docstring)."""
     visible, payload = _tag_payload(text)
     hidden_parts = [payload, _selector_payload(visible), _overridden_text(visible)]
+    hidden_parts.append(_base64_payload(visible))
     joined, dropped = _without_invisible(visible, scoring=True)
     folded = unicodedata.normalize("NFKC", joined)
-    folded = _latin_look_alikes(folded)
+    folded = _leet_folded(_latin_look_alikes(folded))
     extra = "\n".join(part for part in hidden_parts if part)
     if extra:
         folded = f"{folded}\n{_latin_look_alikes(unicodedata.normalize('NFKC', extra))}"
@@ -339,7 +385,7 @@ _OVERRIDE_QUALIFIERS = (
     r"|свои|твои|ваши|все|всі|предыдущ\w*|прежн\w*|попередн\w*|свої|твої"
     r"|dina|dine|tidigare|tidligere|föregående|forrige|všechny|předchozí|své|svoje|tvoje"
     r"|aiemmat|kaikki|korábbi|összes|anterioare|toate|προηγούμεν\w*|όλες|σου|sebelumnya"
-    r"|semua|trước đó|mọi|tất cả|السابقة|كل|הקודמות|כל"
+    r"|semua|trước đó|mọi|tất cả|السابقة|كل|הקודמות|כל|מכל|את כל"
 )
 _OVERRIDE_AFTER = (
     r"above|before|earlier|you (were|have been) given|you received|oben|précédentes"
@@ -534,6 +580,10 @@ _READER_WORDS = (
     r"|vostr\w*|voce|seu|sua|jij|jouw|ty|twoj\w*|ты|твой|твои|вы|ваш\w*|ignor\w*|forget"
     r"|disregard|tell|say|send|forward|delete|reply|respond|answer|print|reveal|show"
     r"|recommend|include|add|do not|don't|never|always|stop|vergiss|oublie|olvida|dimentica"
+    # Orders to the reader in more languages ("AI, hãy nói …", "AI, beri tahu …").
+    r"|hãy|beri tahu|kirim|abaikan|lupakan|sertakan|kerro|lähetä|ohita|unohda|mondd|küldd"
+    r"|spune|trimite|include|ignoră|uită|πες|στείλε|αγνόησε|אמור|שלח|התעלם|बताओ|भेज"
+    r"|โปรด|บอก|ส่ง"
 )
 # "If you are an AI …": the reader singled out by what it is, in many languages.
 _AI_WIDE = (
@@ -626,6 +676,13 @@ _ADDRESS = (
     r"|(?:ai|アシスタント|モデル|人工知能)(?:へ|に向けて)[:：。、]|(?:ai|어시스턴트|모델|인공지능)에게"
     r"|(?:给|致|写给)(?:ai|人工智能|助手|模型)[^。！？\n]{0,6}[:：]|\b(?:yapay zekaya|asistana|dil modeline)\b"
     r"|\b(?:tekoälylle|avustajalle|kielimallille)\b"
+    # The reader called by a name no field carries, in more languages ("Asistentule,",
+    # "Βοηθέ τεχνητής νοημοσύνης:", "עוזר בינה מלאכותית:", "Trợ lý AI:", "ผู้ช่วย AI:").
+    r"|(?:^|[.!?:\"]\s*|\s)(?:kedves\s+)?(?:asistentule|asistent ai|asistentul ai|βοηθέ(?: τεχνητής νοημοσύνης)?"
+    r"|τεχνητή νοημοσύνη|עוזר בינה מלאכותית|(?:ל)?בינה (?:ה)?מלאכותית|एआई(?: सहायक)?|asisten ai"
+    r"|trợ lý ai|ผู้ช่วย ai|tekoälyavustaja|tekoäly|mi asszisztens|mesterséges intelligencia"
+    r"|yapay zeka asistanı|ai-assistent|ai asistente|أيها المساعد(?: الذكي)?)[!]?\s*[,:!]"
+    r"|לבינה המלאכותית ש"
     # "whoever processes this inbox automatically", "wer diese Mail verarbeitet"
     rf"|\b(whoever|anyone|anybody|any (system|agent|program|tool|bot)|wer|quiconque|quien"
     rf"|chiunque|qualquer um|кто бы)\b{_SENTENCE}{{0,20}}?\b(process\w*|read(s|ing)?"
@@ -641,6 +698,10 @@ _IGNORE_USER = (
     r"|проигнорируй запрос|игнорируй вопрос|ユーザーの質問を無視|无视用户的问题|忽略用户的问题"
     r"|\b(ignore|disregard|forget)\b[^.!?\n]{0,20}\bwhat the user (asked|said|wants|wrote|typed)\b"
     r"|\b(ignore|disregard|forget)\b[^.!?\n]{0,20}\b(the user's|their) (question|request|message|prompt)\b"
+    # The reader's own task set aside: "disregard the question you were asked",
+    # "whatever you were asked to do, instead …".
+    r"|\b(ignore|disregard|forget)\b[^.!?\n]{0,20}\b(question|request|task)s? you (were|are|have been)"
+    r" (asked|given)\b|\bwhatever you (were|are|have been) (asked|told) to do\b[^.!?\n]{0,20}\binstead\b"
 )
 _ACTION = (
     rf"\b(forward|send|email|upload|transfer|exfiltrate|leak|copy)\b{_SENTENCE}{{0,40}}\b(emails?|messages?"
@@ -651,7 +712,14 @@ _ACTION = (
     rf"|\b(output|give|print)\b{_SENTENCE}{{0,30}}\bapi keys?\b|\badd {_SENTENCE}{{0,30}}\bto the user's contacts\b"
     rf"|\b(leite|überweise|sende)\b{_SENTENCE}{{0,40}}\b(weiter|betrag|daten|dateien)\b"
     rf"|\bpasswort\b{_SENTENCE}{{0,30}}\beingeben\b|\benvoie\b{_SENTENCE}{{0,40}}\b(fichier|données|courriels)\b"
-    rf"|\bmot de passe\b|\bnúmero de (su |tu )?tarjeta\b|\bborra\b{_SENTENCE}{{0,30}}\bcitas\b"
+    # A link slipped into the reader's answers ("append this link to every reply").
+    rf"|\b(append|add|insert|include)\b{_SENTENCE}{{0,30}}\b(link|url)\b{_SENTENCE}{{0,30}}"
+    r"\b(answers?|repl(y|ies)|responses?|summary)\b"
+    # The user's personal data put into a reply or sent away.
+    rf"|\b(reply|respond|include|send|share|post|add)\b{_SENTENCE}{{0,40}}\bthe user's (home address"
+    r"|phone number|location|date of birth|social security number|credit card\w*|bank details)\b"
+    rf"|\bmot de passe\b|\bparola utilizatorului\b|पासवर्ड|סיסמ|\bκωδικ\w* πρόσβασης\b"
+    rf"|\bkata sandi\b|\bmật khẩu\b|\bsalasana\w*|\bjelszav\w*|รหัสผ่าน|\bnúmero de (su |tu )?tarjeta\b|\bborra\b{_SENTENCE}{{0,30}}\bcitas\b"
     rf"|\binoltra\b{_SENTENCE}{{0,40}}\b(email|mail|file)\b|\bdados bancários\b|\bshare {_SENTENCE}{{0,20}}password\b"
     rf"|\bперешли\b|\bотправь\b{_SENTENCE}{{0,40}}\b(файл|письма|данные)\b|\bsifresini iste|şifresini iste"
     rf"|\bwachtwoord\b{_SENTENCE}{{0,20}}\bdelen\b|\bklik\b|click this link|リンクをクリック"
@@ -706,6 +774,9 @@ _TELL_USER = (
     r"|\bteile? dem (nutzer|benutzer)\b|\b(conseille|recommande|explique)(z)? a l'utilisateur\b"
     r"|\b(sag|berätta för|fortæl|sig til|zeg( dan)? tegen|vertel) (till )?(användaren|brugeren|de gebruiker)\b"
     r"|\b(powiedz|napisz|poinformuj) uzytkownikowi\b|\bkullanıcıya\b|사용자에게"
+    r"|אמור למשתמש|תגיד למשתמש|\bspune(ți)? utilizatorului\b|\bπες στον χρήστη\b"
+    r"|उपयोगकर्ता को बता|\bberi tahu pengguna\b|\bkatakan kepada pengguna\b"
+    r"|\bnói với người dùng\b|บอกผู้ใช้|\bkerro käyttäjälle\b|\bmondd (meg )?a felhasználónak\b"
 )
 _NEW_INSTRUCTIONS = (
     r"\bnew instructions?\b|\bneue anweisung(en)?\b|\bnouvelles? instructions?\b"
@@ -737,6 +808,10 @@ _CONVERSATION = (
     r"[^.!?\n]{0,25}?\b(?:conversation|chat (?:history|log)|gespräch\w*|chatverlauf"
     r"|conversación|historial|conversazione|cronologia|conversa|histórico|gesprek"
     r"|разговор\w*|переписк\w*|rozmow\w*)\b"
+    r"|(?:שלח|שלחי|trimite|στείλε|kirim\w*|gửi|ส่ง|lähetä|küldd|skicka|pošli|أرسل)"
+    r"[^.!?\n]{0,25}?(?:השיחה|conversați\w*|συνομιλία|percakapan|cuộc trò chuyện|บทสนทนา"
+    r"|keskustelu\w*|beszélgetés\w*|konversation\w*|konverzac\w*|المحادثة)"
+    r"|(?:बातचीत|konuşma\w*)[^.!?\n]{0,40}?(?:भेज|gönder)"
 )
 
 
