@@ -365,6 +365,8 @@ AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", default=0.25)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
+# The page, or JSON for the encryption pages' password check (accounts/lockout.py).
+AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
 AXES_VERBOSE = False
 # Cuts submitted usernames to axes' column width (a longer one was a 500).
 AXES_USERNAME_CALLABLE = "accounts.backends.axes_username"

@@ -204,6 +204,28 @@ def test_password_verify_answers_whether_it_is_the_login_password(
     assert wrong.json() == {"ok": False}
 
 
+def test_a_locked_out_password_check_says_so_in_json_with_the_wait(
+    client: Client, owner: Any
+) -> None:
+    client.force_login(owner)
+    for _ in range(5):
+        client.post("/accounts/password/verify/", {"password": "nope"})
+
+    locked = client.post(
+        "/accounts/password/verify/",
+        {"password": "correct horse battery staple"},
+        headers={"Accept": "application/json"},
+    )
+
+    assert locked.status_code == 429
+    assert locked.json() == {
+        "code": "locked_out",
+        "message": "Too many wrong passwords: sign-in is paused for this account from your "
+        "address. Try again in 15 minutes.",
+        "retry_after": 900,
+    }
+
+
 def test_password_change_keeps_this_session_and_closes_sockets(client: Client, owner: Any) -> None:
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()

@@ -87,9 +87,12 @@ export async function postForm(url, fields) {
   const response = await fetch(url, {
     method: "POST",
     credentials: "same-origin",
-    headers: { "X-CSRFToken": csrfToken() },
+    headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
     body,
   });
-  if (!response.ok) throw new HttpError(response.status, null);
+  if (!response.ok) {
+    const parsed = await response.json().catch(() => null);
+    throw new HttpError(response.status, parsed);
+  }
   return response.json();
 }
