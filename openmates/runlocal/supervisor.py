@@ -558,6 +558,10 @@ class Runner:
         while True:
             self._checkpoint()
             if self.daphne is not None and self.daphne.poll() is not None:
+                # Ctrl-C reaches the whole process group: the web server may end on it
+                # before this loop has seen the signal itself.
+                time.sleep(0.2)
+                self._checkpoint()
                 say(f"ERROR: the web server exited with code {self.daphne.returncode}")
                 return 1
             for name, process in (
