@@ -684,7 +684,11 @@ def _load_json(text: str) -> Any:
         message = f"frame has an invalid number: {detail}"
         raise FrameError(ErrorCode.INVALID_FRAME, message) from None
     if _SURROGATE_ESCAPE_RE.search(text) and _has_lone_surrogate(raw):
-        raise FrameError(ErrorCode.INVALID_FRAME, "frame contains a string that is not valid UTF-8")
+        raise FrameError(
+            ErrorCode.INVALID_FRAME,
+            "frame contains a lone surrogate escape (\\ud800-\\udfff without its pair),"
+            " which is no Unicode text",
+        )
     return raw
 
 

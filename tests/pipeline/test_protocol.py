@@ -279,7 +279,10 @@ def _refusal(text: str) -> FrameError:
 def test_a_lone_surrogate_in_any_string_is_an_invalid_frame(text: str) -> None:
     error = _refusal(text)
     assert error.code == ErrorCode.INVALID_FRAME
-    assert error.message == "frame contains a string that is not valid UTF-8"
+    assert error.message == (
+        "frame contains a lone surrogate escape (\\ud800-\\udfff without its pair),"
+        " which is no Unicode text"
+    )
 
 
 def test_an_escaped_surrogate_pair_is_a_valid_character() -> None:
