@@ -252,3 +252,37 @@ def test_a_new_chat_started_offline_survives_a_reload(
     page.wait_for_selector(".msg-assistant .msg-body:has-text('Made after the reload.')")
     assert eventually(lambda: len(_user_messages("newreload")) == 1)
     assert eventually(lambda: indexeddb_rows(page, "outbox") == "[]")
+
+
+def test_a_new_chats_first_message_sent_with_the_network_off_shows_waiting_and_survives(
+    asgi_server: str, instance: Instance, llm: UIModelServer, ui_context: Any
+) -> None:
+    """The browser's network goes off (not only the socket): the first message of a new
+    chat shows as waiting at once, is kept across a closed tab, and the chat and the
+    message reach the server once the network is back."""
+    from chats.models import Chat
+
+    llm.queue(Turn(pieces=["Made ", "once online."]))
+    page = ui_context.new_page()
+    new_user(page, asgi_server, "netoff")
+    page.wait_for_selector("#conn[data-state=open]")
+    page.click("#new-chat")
+    ui_context.set_offline(True)
+    send(page, "First words, no network")
+    page.wait_for_selector(".msg-user[data-status=waiting] .msg-status-waiting", timeout=3_000)
+    assert page.locator(".chat-item").count() == 1
+    assert '"kind":"message"' in indexeddb_rows(page, "outbox")
+    page.close()  # the tab closes while offline
+
+    ui_context.set_offline(False)
+    page = ui_context.new_page()
+    page.goto(f"{asgi_server}/")
+    unlock(page)
+    page.wait_for_selector("#conn[data-state=open]")
+    page.click(".chat-item .chat-item-open")
+    page.wait_for_selector(".msg-assistant .msg-body:has-text('Made once online.')")
+    assert eventually(lambda: len(_user_messages("netoff")) == 1)
+    assert Chat.objects.filter(owner__username="netoff").count() == 1
+    texts = page.locator(".msg-user .msg-body").all_inner_texts()
+    assert texts == ["First words, no network"]
+    assert eventually(lambda: indexeddb_rows(page, "outbox") == "[]")

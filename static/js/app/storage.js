@@ -10,6 +10,8 @@ import { isServerManaged, settledStatus, state } from "./state.js";
 import { historyWithinLimit } from "./ws.js";
 
 const REQUEST_TIMEOUT_MS = 20000;
+// How long a new chat's creation waits for the server's answer before it counts as sent.
+const CREATE_WAIT_MS = 3000;
 const META_FIELDS = ["title", "summary", "tags", "icon"];
 
 export async function ensureChatKey(record) {
@@ -198,40 +200,47 @@ export class ChatStorage {
     this.screen.refreshList();
   }
 
-  // Creates a chat on `instance` (a slug) under a fresh chat key; returns its id. While
-  // disconnected the chat is kept here at once and chat.create waits in the socket's
-  // outbox (sent first on reconnect, before the outbox's messages); connected, the
-  // server's answer is awaited.
+  // Creates a chat on `instance` (a slug) under a fresh chat key; returns its id. The
+  // chat.create frame is kept in IndexedDB first (no plaintext in it), so a reload or a
+  // closed tab still creates the chat, and it leaves that outbox once the server answers.
+  // Connected (the socket open and the browser online), the answer is awaited a moment, so
+  // a refusal comes back as an error; without it in time (a network gone while the socket
+  // still looks open) the chat stays here as created and the frame waits for its answer.
   async createChat(instance) {
     const chatId = uuidv7();
     const encryptedChatKey = await keyring.createChatKey(chatId);
-    const online = state.socket.isOpen();
     const frame = { type: "chat.create", chat_id: chatId, instance, encrypted_chat_key: encryptedChatKey };
-    let version = 1;
-    if (online) {
-      version = (await withTimeout(state.socket.request(frame, ["chat.created"]))).version || 1;
-    } else {
-      // Kept in IndexedDB too (no plaintext in it), so a reload still creates the chat.
-      await state.store.putOutbox({ id: `chat:${chatId}`, kind: "chat", chat_id: chatId, frame });
-      this.sendKeptChat(frame);
+    await state.store.putOutbox({ id: `chat:${chatId}`, kind: "chat", chat_id: chatId, frame });
+    let answered = null;
+    const answer = this.sendKeptChat(frame, (created) => { answered = created; });
+    answer.catch(() => {}); // a refusal after the wait is told by sendKeptChat's status
+    if (state.socket.isOpen() && navigator.onLine) {
+      await Promise.race([answer, new Promise((resolve) => setTimeout(resolve, CREATE_WAIT_MS))]);
     }
     const now = new Date().toISOString();
     await this.ingestChat({
-      chat_id: chatId, instance, version, meta_version: 1,
+      chat_id: chatId, instance, version: (answered && answered.version) || 1, meta_version: 1,
       encrypted_chat_key: encryptedChatKey, pinned: false, message_count: 0,
       created_at: now, updated_at: now, last_message_at: now,
     });
     return chatId;
   }
 
-  // Sends a kept chat.create; once the server answered it (created, or refused: the chat
-  // exists), it leaves IndexedDB's outbox.
-  sendKeptChat(frame) {
-    state.socket.request(frame, ["chat.created"])
-      .then(() => state.store.deleteOutbox(`chat:${frame.chat_id}`))
-      .catch((error) => {
-        if (error.code) state.store.deleteOutbox(`chat:${frame.chat_id}`);
+  // Sends a kept chat.create; once the server answered it (created, or refused; created
+  // again for a repeat), it leaves IndexedDB's outbox. `onCreated` gets the chat.created
+  // frame. The promise returned rejects with a refusal (an error frame) and resolves
+  // otherwise; an answer that never comes leaves it pending.
+  sendKeptChat(frame, onCreated = () => {}) {
+    return state.socket.request(frame, ["chat.created"])
+      .then(async (created) => {
+        onCreated(created);
+        await state.store.deleteOutbox(`chat:${frame.chat_id}`);
+      })
+      .catch(async (error) => {
+        if (!error.code) return;
+        await state.store.deleteOutbox(`chat:${frame.chat_id}`);
         this.screen.status(`Could not start the chat: ${error.message}`);
+        throw error;
       });
   }
 
@@ -257,7 +266,7 @@ export class ChatStorage {
   async restoreOutbox() {
     for (const record of await state.store.outbox()) {
       if (record.kind === "chat") {
-        this.sendKeptChat(record.frame);
+        this.sendKeptChat(record.frame).catch(() => {});
         continue;
       }
       let content = null;
