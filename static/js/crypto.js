@@ -1,8 +1,8 @@
 // OpenMates browser crypto (docs/crypto.md §2–§3), Web Crypto only.
 //
 // Keys live inside a keyring's closure as non-extractable CryptoKeys: never on window,
-// never in storage unwrapped. The server stores only what `createUserKeys` and
-// `changePassphrase` return (wrapped keys, key ids, KDF salt and parameters).
+// never in storage unwrapped. The server stores only what `createUserKeys`,
+// `changePassphrase` and `recover` return (wrapped keys, key ids, KDF salt and parameters).
 //
 // Formats (base64 is standard base64):
 //   envelope   = b64(0x01 | key_id (8 bytes) | iv (12 bytes) | AES-256-GCM ciphertext+tag)
@@ -410,6 +410,39 @@ export function createKeyring() {
     return updated;
   }
 
+  // Recovery with the recovery key: a new passphrase, and the recovery key replaced by a
+  // fresh one (the old one then opens nothing the server keeps). Returns {userKeys: the
+  // keys to store, recoveryKey: the new key's text, to show once}; the keyring stays
+  // unlocked. Throws bad_recovery_key / wrong_key / malformed for a key that does not open
+  // `userKeys`, and the new passphrase's errors as changePassphrase does.
+  async function recover({ userId: uid, userKeys, recoveryKey, newPassphrase, loginPassword,
+    iterations }) {
+    checkArgs(uid);
+    checkNewPassphrase(newPassphrase, loginPassword);
+    const raw = await parseRecoveryKey(recoveryKey);
+    let current = await unwrapMaster(userKeys, uid, await recoveryWrappingKey(raw), "recovery", true);
+    raw.fill(0);
+    const kdf = newKdf(iterations);
+    const newKey = await passphraseKey(newPassphrase, kdf);
+    const recoveryRaw = randomBytes(32);
+    const recoveryKeyId = randomBytes(KEY_ID_BYTES);
+    const updated = {
+      ...userKeys,
+      wrapped_master_key: await wrapRaw(current, newKey, fromBase64(kdf.key_id),
+        masterAd(uid, "passphrase")),
+      recovery_wrapped_master_key: await wrapRaw(current, await recoveryWrappingKey(recoveryRaw),
+        recoveryKeyId, masterAd(uid, "recovery")),
+      recovery_key_id: toBase64(recoveryKeyId),
+      kdf,
+    };
+    current = null;
+    const recoveryText = await formatRecoveryKey(recoveryRaw);
+    recoveryRaw.fill(0);
+    adopt(uid, await unwrapMaster(updated, uid, newKey, "passphrase", false),
+      updated.master_key_id);
+    return { userKeys: updated, recoveryKey: recoveryText };
+  }
+
   function lock() {
     userId = null;
     masterKey = null;
@@ -539,6 +572,7 @@ export function createKeyring() {
     unlockWithDeviceKey,
     rememberable,
     changePassphrase,
+    recover,
     lock,
     isUnlocked: () => masterKey !== null,
     createChatKey,

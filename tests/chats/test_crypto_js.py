@@ -256,6 +256,45 @@ def test_recovery_key_unlocks(crypto_page: Any) -> None:
         assert mistyped == {"error": "bad_recovery_key"}
 
 
+def test_recovery_replaces_the_recovery_key_it_used(crypto_page: Any) -> None:
+    made = _setup(crypto_page)
+    args = _field()
+    out = crypto_page.run(ENCRYPT, args)
+    recovered = crypto_page.run(
+        "return await c.keyring.recover({userId: '7', userKeys: args.userKeys,"
+        " recoveryKey: args.recovery, newPassphrase: args.new, loginPassword: args.login});",
+        {
+            "userKeys": made["userKeys"],
+            "recovery": made["recoveryKey"],
+            "new": "an entirely new passphrase",
+            "login": LOGIN_PASSWORD,
+        },
+    )
+    keys = recovered["userKeys"]
+    assert recovered["recoveryKey"] != made["recoveryKey"]
+    assert len(recovered["recoveryKey"].replace("-", "")) == 55
+    assert keys["master_key_id"] == made["userKeys"]["master_key_id"]
+    assert keys["recovery_key_id"] != made["userKeys"]["recovery_key_id"]
+    unlock_with = (
+        "const k = c.createKeyring();"
+        "await k.unlockWithRecoveryKey({userId: '7', userKeys: args.userKeys,"
+        "  recoveryKey: args.recovery});"
+        "await k.loadChatKey(args.chatId, args.chatKey);"
+        "return {text: await k.decryptField({chatId: args.chatId, objectId: args.objectId,"
+        "  field: args.field, role: args.role, version: args.version, ciphertext: args.ct})};"
+    )
+    common = {**args, **out, "userKeys": keys}
+    assert crypto_page.run(unlock_with, {**common, "recovery": recovered["recoveryKey"]}) == {
+        "text": args["text"]
+    }
+    assert crypto_page.run(unlock_with, {**common, "recovery": made["recoveryKey"]}) == {
+        "error": "bad_recovery_key"
+    }
+    assert crypto_page.run(
+        DECRYPT_FRESH, {**common, "userId": "7", "passphrase": "an entirely new passphrase"}
+    ) == {"text": args["text"]}
+
+
 def test_embed_keys_are_derived_the_same_on_every_device(crypto_page: Any) -> None:
     made = _setup(crypto_page)
     args = _field(objectId="0190a1b2-c3d4-7e5f-8a9b-00000000e0e0", field="embed", role="-")

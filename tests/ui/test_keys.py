@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,7 @@ def test_recovery_key_resets_a_forgotten_passphrase(
     recovery = set_passphrase(page)
     finish_setup(page)
     version = UserKeys.objects.get(user__username="cy").version
+    recovery_key_id = UserKeys.objects.get(user__username="cy").recovery_key_id
 
     page.reload()
     # A second tab waits on its unlock screen while the first resets the passphrase.
@@ -159,10 +161,32 @@ def test_recovery_key_resets_a_forgotten_passphrase(
     assert page.inner_text("#recover-error") == "Enter your login password."
     page.fill("#recover-login-password", PASSWORD)
     page.click("#recover-submit")
-    page.wait_for_selector("#app:not([hidden])")
+    # The used recovery key is replaced by a new one, shown once with the set-up's step.
+    page.wait_for_selector("#setup-recovery:not([hidden])")
+    assert page.is_visible("#setup-recovery-replaced")
+    assert page.is_hidden("#app")
+    assert page.is_disabled("#setup-continue")
+    new_recovery = page.text_content("#setup-recovery-key") or ""
+    assert re.fullmatch(r"[A-Z2-7]{5}(-[A-Z2-7]{1,5})+", new_recovery)
+    assert new_recovery != recovery
+    finish_setup(page)
 
-    assert UserKeys.objects.get(user__username="cy").version == version + 1
+    keys = UserKeys.objects.get(user__username="cy")
+    assert keys.version == version + 1
+    assert keys.recovery_key_id != recovery_key_id
+    # The old recovery key opens nothing any more; the new one does.
     page.reload()
+    page.wait_for_selector("#screen-unlock:not([hidden])")
+    page.click("#unlock-forgot")
+    page.fill("#recover-key", recovery)
+    page.fill("#recover-passphrase", "yet another passphrase for cy 8")
+    page.fill("#recover-passphrase2", "yet another passphrase for cy 8")
+    page.fill("#recover-login-password", PASSWORD)
+    page.click("#recover-submit")
+    page.wait_for_selector("#recover-error:not(:empty)")
+    assert page.is_hidden("#setup-recovery")
+    assert UserKeys.objects.get(user__username="cy").version == version + 1
+    page.click("#recover-back")
     unlock(page, "a brand new passphrase for cy 7")
     # The old passphrase no longer opens the keys in the tab that read them before.
     stale.fill("#unlock-passphrase", PASSPHRASE)

@@ -126,10 +126,7 @@ function setupCreateForm(session, userId) {
       session.userKeys = { ...created.userKeys, version: saved.version };
       session.recoveryText = created.recoveryKey;
       error.textContent = "";
-      $("setup-form").hidden = true;
-      $("setup-recovery").hidden = false;
-      $("setup-recovery-key").textContent = session.recoveryText;
-      $("setup-copy").focus();
+      showRecoverySheet(session, created.recoveryKey, false);
     } catch (caught) {
       keyring.lock();
       error.textContent = describe(caught);
@@ -138,6 +135,20 @@ function setupCreateForm(session, userId) {
       $("setup-login-password").value = "";
     }
   });
+}
+
+// Shows the recovery key `text` once, on the set-up screen's sheet; `replaced`: it replaces
+// the key a recovery just used (which opens nothing any more).
+function showRecoverySheet(session, text, replaced) {
+  session.recoveryText = text;
+  showScreen("screen-setup");
+  $("setup-form").hidden = true;
+  $("setup-recovery").hidden = false;
+  $("setup-recovery-replaced").hidden = !replaced;
+  $("setup-saved").checked = false;
+  $("setup-continue").disabled = true;
+  $("setup-recovery-key").textContent = text;
+  $("setup-copy").focus();
 }
 
 // The recovery key shown once: copy, download, and go on once the user saved it.
@@ -221,8 +232,9 @@ function setupUnlockForm(session, userId, sessionTag, onUnlocked) {
   $("recover-back").addEventListener("click", () => showScreen("screen-unlock"));
 }
 
-// Reset with the recovery key: a new passphrase over the same user keys.
-function setupRecoverForm(session, userId, onUnlocked) {
+// Reset with the recovery key: a new passphrase over the same master key, and a new
+// recovery key in place of the one used.
+function setupRecoverForm(session, userId) {
   $("recover-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const error = $("recover-error");
@@ -240,17 +252,18 @@ function setupRecoverForm(session, userId, onUnlocked) {
         return;
       }
       session.userKeys = session.userKeys || (await fetchUserKeys());
-      const updated = await keyring.changePassphrase({
+      // A recovery key is used once: a new one replaces it, shown once like the first.
+      const recovered = await keyring.recover({
         userId, userKeys: session.userKeys, recoveryKey: $("recover-key").value, newPassphrase: passphrase, loginPassword,
       });
       const saved = await api("PUT", KEYS_URL, {
-        ...updated, version: session.userKeys.version, password: loginPassword,
+        ...recovered.userKeys, version: session.userKeys.version, password: loginPassword,
       });
-      session.userKeys = { ...updated, version: saved.version };
+      session.userKeys = { ...recovered.userKeys, version: saved.version };
       $("recover-key").value = "";
       $("recover-passphrase").value = "";
       $("recover-passphrase2").value = "";
-      onUnlocked(session.userKeys);
+      showRecoverySheet(session, recovered.recoveryKey, true);
     } catch (caught) {
       keyring.lock();
       error.textContent = describe(caught);
@@ -273,7 +286,7 @@ export function setupKeyScreens({ userId, sessionTag, onUnlocked }) {
   setupCreateForm(session, userId);
   setupRecoverySheet(session, onUnlocked);
   setupUnlockForm(session, userId, sessionTag, onUnlocked);
-  setupRecoverForm(session, userId, onUnlocked);
+  setupRecoverForm(session, userId);
   return {
     async start() {
       // The page says whether keys exist: a first visit asks for none (no 404).
