@@ -14,7 +14,7 @@ from instances.models import Instance
 from instances.services import instance_create
 from skills.services import skill_catalog_seed, tools_sync
 from tests.factories import UserFactory
-from tests.ui.pages import new_user, unlock, watch
+from tests.ui.pages import new_user, reopen_chat, unlock, watch
 from tests.ui.wire import Turn, UIModelServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -286,6 +286,12 @@ def test_escape_stops_the_answer_mid_stream_and_retry_answers_again(
             chat__owner__username="cat", role="assistant", status="cancelled"
         ).exists()
     )
+    badge = page.locator(".msg-assistant .badge-model").inner_text()
+    assert badge
+    # The stopped answer keeps its model badge after a reload.
+    reopen_chat(page)
+    page.wait_for_selector(".msg-assistant .msg-status-cancelled")
+    assert page.locator(".msg-assistant .badge-model").inner_text() == badge
     llm.queue(Turn(pieces=["Counted ", "again."]))
     page.click(".msg-assistant .retry")
     page.wait_for_selector(".msg-assistant[data-status=done] .msg-body:has-text('Counted again.')")

@@ -278,7 +278,7 @@ async function finishTurn({ screen, storage, view }, frame) {
     // stored by another device arrives over REST (confirmStored), which shows it then.
     if (asked || !(await storedWithin(frame.message_id, FOLLOWER_WAIT_MS))) {
       await storage.storeMessage(turn.chatId, frame.message_id, "assistant", content, 0, {
-        status: frame.status, model: frame.model, language: turn.language, parent_id: turn.userMessageId || undefined,
+        status: frame.status, model: turn.model, language: turn.language, parent_id: turn.userMessageId || undefined,
         failure_reason: frame.reason, tools_offered: (turn.toolsOffered || []).map((tool) => tool.name),
       });
     }
@@ -308,13 +308,15 @@ async function keepEndedAnswer(turn, frame) {
   const reason = frame.reason ? { failure_reason: frame.reason } : {};
   const row = (await state.store.messages(turn.chatId)).find((m) => m.message_id === frame.message_id);
   if (row) {
-    if (row.status !== frame.status || (frame.reason && !row.failure_reason)) await state.store.putMessage({ ...row, status: frame.status, ...reason });
+    const model = row.model || turn.model || "";
+    const stale = row.status !== frame.status || (frame.reason && !row.failure_reason) || model !== (row.model || "");
+    if (stale) await state.store.putMessage({ ...row, status: frame.status, model, ...reason });
     return;
   }
   if (frame.status === "done" || !state.chats.has(turn.chatId)) return;
   await state.store.putMessage({
     message_id: frame.message_id, chat_id: turn.chatId, role: "assistant", status: frame.status, version: 0,
-    encrypted_content: null, model: frame.model || "", created_at: new Date().toISOString(), ...reason,
+    encrypted_content: null, model: turn.model || "", created_at: new Date().toISOString(), ...reason,
     ...(turn.userMessageId ? { parent_id: turn.userMessageId } : {}),
   });
 }

@@ -128,18 +128,24 @@ export class ChatStorage {
       if (chatId === state.currentChatId) await this.screen.renderStoredMessages(chatId);
       return;
     }
+    // A turn stopped before its answer named a model reaches the server without one;
+    // the model this page saw start it stays on the answer.
+    const held = (messages || []).some((m) => m.role === "assistant" && !m.model)
+      ? new Map((await state.store.messages(chatId)).map((m) => [m.message_id, m.model]))
+      : new Map();
     for (const message of messages || []) {
       // A server read made before a turn ended must not undo the end this page saw.
       const status = settledStatus(message);
       if (message.needs_store && typeof message.content === "string") {
-        await this.storeMessage(chatId, message.message_id, message.role, message.content, message.version || 0, { ...message, status });
+        const model = message.model || held.get(message.message_id) || "";
+        await this.storeMessage(chatId, message.message_id, message.role, message.content, message.version || 0, { ...message, status, model });
         continue;
       }
       await state.store.putMessage({
         message_id: message.message_id, chat_id: chatId, role: message.role,
         ...(message.parent_id !== undefined ? { parent_id: message.parent_id } : {}),
         status, version: message.version,
-        encrypted_content: message.encrypted_content, model: message.model || "",
+        encrypted_content: message.encrypted_content, model: message.model || held.get(message.message_id) || "",
         failure_reason: message.failure_reason || null,
         ...(message.language ? { language: message.language } : {}),
         ...(message.tools_offered?.length ? { tools_offered: message.tools_offered } : {}),
