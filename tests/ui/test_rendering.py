@@ -64,7 +64,10 @@ def test_hostile_model_output_renders_inert(asgi_server: str, ui_context: Any) -
         "rel": "noopener noreferrer",
         "target": "_blank",
     } in out["links"]
-    assert all(link["href"] is None or link["href"].startswith("https://") for link in out["links"])
+    # A refused address leaves the link's text as plain text, not a link to nowhere.
+    assert all(link["href"].startswith("https://") for link in out["links"])
+    assert ">bad<" not in out["html"]
+    assert " bad" in out["html"]
     assert out["code"] == "hljs language-python"
     assert out["keywords"] >= 2
     assert out["copy"] == 1

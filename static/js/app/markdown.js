@@ -72,12 +72,16 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 });
 
 export function sanitize(html) {
-  return DOMPurify.sanitize(html, {
+  const fragment = DOMPurify.sanitize(html, {
     ALLOWED_TAGS,
     ALLOWED_ATTR,
     ALLOWED_URI_REGEXP: /^(?:https?:|mailto:)/i,
     RETURN_DOM_FRAGMENT: true,
   });
+  // A link whose address was refused (javascript:, data:, …) is its text only: no link
+  // styling that leads nowhere.
+  for (const link of fragment.querySelectorAll("a:not([href])")) link.replaceWith(...link.childNodes);
+  return fragment;
 }
 
 function addCopyButtons(fragment) {
