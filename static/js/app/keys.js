@@ -90,6 +90,10 @@ function describe(error) {
   if (error instanceof HttpError && error.body?.code === "permission_denied") {
     return "The server did not accept your login password. Check it and try again.";
   }
+  if (error instanceof HttpError && error.body?.code === "locked_out") {
+    // The sign-in lockout (django-axes), not the one-minute throttle below: say how long.
+    return error.body.message;
+  }
   if (error instanceof HttpError && error.status === 429) {
     return "Too many password attempts. Wait a minute, then try again.";
   }
