@@ -201,6 +201,11 @@ EXAMPLES = (
     "Si j'achète 4 places à 32,50, ça me coûte combien ?",
     "Wie viel ist ein Drittel von 2.700?",
     "¿Cuánto es la mitad de 3.480?",
+    # Quantities in arithmetic, not in a change of unit: scaling, rates over time, paces.
+    "Scale this recipe from 4 to 10 servings: 250 g butter, 2 eggs",
+    "I cycle 12 km a day, how far is that in a month?",
+    "My car uses 6 litres per 100 km, how much petrol for 320 km?",
+    "If I walk 8 km in 95 minutes, what is my pace per km?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -321,6 +326,13 @@ TRIGGERS = (
     r"\d+\s+[^\W\d_]+\s+(?:at|à|á|zu(?: je)?|je|po|по|da|por|a)\s+(?:[$€£¥]\s*)?\d+"
     r"(?:[.,]\d{2}\b|\s*(?:€|\$|£|kr\b|zł|euros?\b|dollars?\b|pounds?\b|руб|грн|lei\b|kč"
     r"|ft\b|chf\b|reais\b|yen\b|円|元))",
+    # A tip on an amount, the mean of listed numbers, a change between two amounts in
+    # percent ("a 20% tip on $84.50", "average of 78, 85 and 92", "percent change from
+    # 1200 to 950").
+    r"\btip (?:on|for|to) (?:a |an |the )?[$€£]?\d|\d\s*%\s*tip\b"
+    r"|\b(?:average|mean|durchschnitt|moyenne|media|promedio)\s+(?:of|von|de|di|des)\s+"
+    r"\d[\d.,]*(?:\s*,\s*\d[\d.,]*)*,?\s+(?:and|und|et|y|e)\s+\d"
+    r"|\bpercent(?:age)? (?:change|increase|decrease|drop|rise) (?:from|between) [$€£]?\d",
 )
 
 

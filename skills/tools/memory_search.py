@@ -98,6 +98,12 @@ EXAMPLES = (
     "你记得我喜欢什么颜色吗？",
     "Do you remember what I told you about my job?",
     "What's my wife's name again? I told you before",
+    # The user's own facts asked back without "remember" or "told you".
+    "Do you know when my dad's birthday is?",
+    "Where do I work?",
+    "What was my target time for the half marathon?",
+    "Did I already mention my new car?",
+    "What was the schedule we made for my exam revision?",
     "What allergies did I mention?",
     "Weißt du noch, wie mein Hund heißt?",
     "Was habe ich dir über meine Arbeit erzählt?",
@@ -343,6 +349,15 @@ TRIGGERS = (
     r"\bτι θυμάσαι για (?:μένα|εμένα)\b|\bσου (?:έδωσα|είχα δώσει)\b|\bbạn (?:nhớ|biết) gì về tôi\b"
     r"|\btôi đã (?:dặn|nói|kể|nhắc)\b|\bdo you recall (?:my|what i|where i|which|who my|how my)\b"
     r"|\bwhat (?:do|did) you (?:have )?(?:on (?:file|record)|remember) about (?:me|my)\b",
+    # What the user said or settled earlier, asked back in English: "did I already mention
+    # …" (no "you"), "what I said about …", "the plan we made", "which city am I moving
+    # to again?" (the user's own fact with "again": a thing told before).
+    r"\b(?:did|have) i (?:ever |already )?mention(?:ed)? (?:my|that|the|where|how|what|who)\b"
+    r"|\b(?:remind me|look up|find|search for|check) what i (?:said|told you|mentioned|wrote)\b"
+    r"|\bwhat (?:did )?we (?:decided?|agreed(?: on)?|planned|settled on) (?:about|for|on)\b"
+    r"|\bthe \w+ we (?:made|agreed on|decided on|came up with) (?:for|about) my\b"
+    r"|\b(?:what|which|where|when|who|how)\b[^.?!\n]{0,30}\b(?:my|am i|do i|i'm)\b[^.?!\n]{0,30}"
+    r"\bagain\s*\?",
 )
 
 

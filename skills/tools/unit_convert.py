@@ -170,6 +170,10 @@ EXAMPLES = (
     "5フィート8インチは何センチ？",
     "華氏90度は摂氏何度？",
     "2カップは何ミリリットル？",
+    # Sizes between sizing systems.
+    "What's a women's US shoe size 8 in EU?",
+    "Ich trage Schuhgröße 43, was ist das in UK?",
+    "Je fais du 40 en taille européenne, c'est quoi en US ?",
 )
 # Near misses that need no tool (skills.registry).
 COUNTER_EXAMPLES = (
@@ -229,9 +233,23 @@ _HOW_MANY = (
     r"how (?:many|much)|wie ?viele?|combien|cuánt[oa]s?|quant[ie]|quant[oa]s?|hoeveel|ile"
     r"|сколько|何|多少|몇|kaç|hur (?:många|mycket)|hvor (?:mange|mye|meget)"
 )
+# Arithmetic on quantities, not a change of unit: a recipe scaled for more people, a rate
+# over a period or a pace ("7 litres per 100 km, fuel for 450 km?", "35 miles a day, how
+# many a year?"): the calculator's.
+_SCALED = (
+    r"^(?![\s\S]*\b(?:halve|double|triple|for \w+ (?:people|persons|servings|guests)"
+    r"|servings|pace|per (?:person|head|ticket|serving|day|week|month|year)"
+    r"|(?:a|each|every) (?:day|week|month|year)|how much (?:fuel|petrol|gas))\b)"
+)
+# Two sizing systems named beside a size ("a UK size 12 dress in US sizes", "taille EU
+# pour un US 9"): a size conversion (the region codes in capitals, "us" being a word).
+_SIZE_WORDS = r"shoes?|sizes?|taille|pointure|talla|größe|schuhgröße|taglia|maat|rozmiar|размер"
+_REGIONS = r"(?-i:US|UK|EU)|european|american|british|italian|french|japanese"
 TRIGGERS = (
-    rf"^(?=[\s\S]*(?:\d|{_HOW_MANY}))[\s\S]*?{_ANY_UNIT}[\s\S]{{0,60}}?{_ANY_UNIT}",
-    rf"\b(?:convert|umrechnen|rechne|umwandeln|convertis|convertir|convierte|converti"
+    rf"{_SCALED}(?=[\s\S]*(?:\d|{_HOW_MANY}))[\s\S]*?{_ANY_UNIT}[\s\S]{{0,60}}?{_ANY_UNIT}",
+    rf"^(?=[\s\S]*\d)(?=[\s\S]*\b(?:{_SIZE_WORDS})\b)[\s\S]*\b(?:{_REGIONS})\b"
+    rf"[\s\S]{{0,60}}\b(?:{_REGIONS})\b",
+    rf"{_SCALED}[\s\S]*\b(?:convert|umrechnen|rechne|umwandeln|convertis|convertir|convierte|converti"
     rf"|converta|omrekenen|omvandla|konvertera|räkna om|omregn|konverter|gjør om"
     rf"|przelicz|переведи|перевести|pasa)\b[\s\S]*\d[\s\S]*{_ANY_UNIT}",
     rf"(?:換算|変換|换算|转换|환산)[\s\S]*{_ANY_UNIT}|{_ANY_UNIT}[\s\S]*(?:換算|変換|换算|转换|환산)",
