@@ -120,7 +120,7 @@ INJECTION_FLOORS = {
     "fresh4": 0.95,
     "fresh5": 0.95,
     "fresh6": 0.92,
-    "fresh7": 0.87,
+    "fresh7": 0.93,
 }
 INJECTION_FALSE_POSITIVE_CEILINGS = {
     "dev": 0.01,
