@@ -10,6 +10,22 @@ from rest_framework.test import APIClient
 
 # The login password of tests.factories.UserFactory's users (PUT /api/chats/keys/ asks it).
 PASSWORD = "correct horse battery staple"
+# A user's wrapped keys as the browser sends them (docs/crypto.md §2), without and with
+# the login password that PUT /api/chats/keys/ checks again.
+KDF: dict[str, Any] = {
+    "name": "PBKDF2",
+    "hash": "SHA-256",
+    "iterations": 600000,
+    "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
+}
+USER_KEYS: dict[str, Any] = {
+    "wrapped_master_key": "AQID",
+    "recovery_wrapped_master_key": "BAUG",
+    "master_key_id": "AAAAAAAAAAA=",
+    "recovery_key_id": "AQEBAQEBAQE=",
+    "kdf": KDF,
+}
+PUT_KEYS: dict[str, Any] = {**USER_KEYS, "password": PASSWORD}
 
 
 def client_envelope(body: bytes = b"ciphertext and tag") -> str:

@@ -16,7 +16,7 @@ from instances.models import InstanceMember
 from openmates import crypto, vault
 from pipeline import protocol
 from pipeline.ids import new_id
-from tests.chats.rest import PASSWORD, client_envelope, signed_in_client
+from tests.chats.rest import PASSWORD, PUT_KEYS, USER_KEYS, client_envelope, signed_in_client
 
 CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
 
@@ -227,19 +227,7 @@ def test_a_server_managed_chat_takes_no_client_ciphertext_but_pins(
 def test_user_keys_are_stored_wrapped_and_replaced_by_version(keyed_owner: Any) -> None:
     client = signed_in_client(keyed_owner)
     assert client.get("/api/chats/keys/").status_code == 404
-    keys: dict[str, Any] = {
-        "wrapped_master_key": "AQID",
-        "recovery_wrapped_master_key": "BAUG",
-        "master_key_id": "AAAAAAAAAAA=",
-        "recovery_key_id": "AQEBAQEBAQE=",
-        "kdf": {
-            "name": "PBKDF2",
-            "hash": "SHA-256",
-            "iterations": 600000,
-            "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
-        },
-        "password": PASSWORD,
-    }
+    keys: dict[str, Any] = dict(PUT_KEYS)
     weak = {**keys, "kdf": {**keys["kdf"], "iterations": 10_000}}
     refused = client.put("/api/chats/keys/", weak, format="json")
     assert refused.status_code == 400
@@ -255,18 +243,7 @@ def test_user_keys_are_stored_wrapped_and_replaced_by_version(keyed_owner: Any) 
 def test_replacing_the_keys_needs_the_login_password(keyed_owner: Any) -> None:
     # A stolen cookie or a script in the page must not make every chat unreadable.
     client = signed_in_client(keyed_owner)
-    keys: dict[str, Any] = {
-        "wrapped_master_key": "AQID",
-        "recovery_wrapped_master_key": "BAUG",
-        "master_key_id": "AAAAAAAAAAA=",
-        "recovery_key_id": "AQEBAQEBAQE=",
-        "kdf": {
-            "name": "PBKDF2",
-            "hash": "SHA-256",
-            "iterations": 600000,
-            "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
-        },
-    }
+    keys: dict[str, Any] = dict(USER_KEYS)
     assert client.put("/api/chats/keys/", {**keys, "password": PASSWORD}, format="json").json() == {
         "version": 1
     }

@@ -16,22 +16,10 @@ from chats.models import Chat, Message, UserKeys
 from instances.models import InstanceMember
 from openmates.api_errors import error_body, exception_handler
 from pipeline.ids import new_id
-from tests.chats.rest import PASSWORD, client_envelope, signed_in_client
+from tests.chats.rest import PUT_KEYS, client_envelope, signed_in_client
 
 CHAT_KEY = "AWNoYXRrZXkAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
-KEYS: dict[str, Any] = {
-    "wrapped_master_key": "AQID",
-    "recovery_wrapped_master_key": "BAUG",
-    "master_key_id": "AAAAAAAAAAA=",
-    "recovery_key_id": "AQEBAQEBAQE=",
-    "kdf": {
-        "name": "PBKDF2",
-        "hash": "SHA-256",
-        "iterations": 600000,
-        "salt": "MDEyMzQ1Njc4OWFiY2RlZg==",
-    },
-    "password": PASSWORD,
-}
+KEYS = PUT_KEYS
 # Path ids that can name nothing: NUL (PostgreSQL refuses it in text), not a UUID,
 # upper-case, a UUIDv4, a UUIDv7 without dashes.
 BAD_IDS = ["%00", "x%00y", "not-an-id", "UPPER", "0190a7c4-1b2e-4c3d-8e4f-5a6b7c8d9e0f"]
