@@ -22,7 +22,7 @@ from openmates import llm as gateway
 from tests.db_rows import redis_dump, table_rows_text
 from tests.file_samples import tiny_png
 from tests.ui.pages import PASSWORD, indexeddb_rows, new_user, open_first_chat, unlock, watch
-from tests.ui.test_chat import instance, llm, send
+from tests.ui.test_chat import eventually, instance, llm, send
 from tests.ui.test_outbox import SOCKET_SWITCH
 from tests.ui.wire import Turn, UIModelServer
 
@@ -260,9 +260,10 @@ def test_a_file_sent_while_offline_survives_a_reload_in_the_outbox_encrypted(
     _attach(page, "later.csv", "text/csv", f"id,word\n1,{canary}\n".encode())
     send(page, "Read this when you can")
     page.wait_for_selector(".msg-user[data-status=waiting] .msg-files .file-chip")
-    # IndexedDB's outbox holds the text and the file only as envelopes.
+    # IndexedDB's outbox holds the text and the file only as envelopes (written just after
+    # the message shows).
+    assert eventually(lambda: "encrypted_files" in indexeddb_rows(page, "outbox"))
     kept = indexeddb_rows(page, "outbox")
-    assert "encrypted_files" in kept
     assert canary not in kept
     for needle in _encodings(canary.encode()):
         assert needle.decode() not in kept

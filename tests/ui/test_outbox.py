@@ -78,7 +78,8 @@ def test_a_message_sent_while_the_socket_is_down_is_delivered_once_after_reconne
     assert page.is_enabled("#send")
     send(page, "Typed while offline")
     page.wait_for_selector(".msg-user[data-status=waiting] .msg-status-waiting")
-    assert "when the connection is back" in page.text_content("#composer-status")
+    # Said once the message is kept in IndexedDB (encrypted), just after it shows.
+    page.wait_for_selector("#composer-status:has-text('when the connection is back')")
     page.wait_for_timeout(1500)
     assert len(_user_messages("offline")) == 1
 

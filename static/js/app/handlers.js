@@ -268,7 +268,9 @@ async function finishTurn({ screen, storage, view }, frame) {
   screen.showTurn(turn, frame.status);
   screen.syncStopButton();
   const reason = state.failureReasons.get(frame.message_id);
-  screen.status(frame.status === "done" ? "" : reason || `The reply ended: ${frame.status}.`);
+  // A message waiting in the outbox keeps its "Not connected" / "Sending…" line.
+  if (frame.status !== "done") screen.status(reason || `The reply ended: ${frame.status}.`);
+  else if (!state.outbox.size) screen.status("");
   if (frame.status !== "done" && turn.chatId === state.currentChatId && turn.userMessageId) {
     view.showRetry(turn.assistantMessageId, turn.userMessageId);
   }

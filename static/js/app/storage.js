@@ -261,9 +261,12 @@ export class ChatStorage {
     const encrypted = await keyring.encryptField({
       chatId: frame.chat_id, objectId: frame.message_id, field: "content", role: "user", version: 1, plaintext: content,
     });
+    // The files' embed envelopes in the same write: a tab closed between two writes would
+    // keep the text without its files.
+    const pending = state.pendingFiles.get(frame.message_id);
     await state.store.putOutbox({
       id: frame.message_id, kind: "message", chat_id: frame.chat_id, role: "user", version: 1,
-      encrypted_content: encrypted, frame: rest,
+      encrypted_content: encrypted, frame: rest, ...(pending ? { encrypted_files: pending.envelopes } : {}),
     });
   }
 
