@@ -650,9 +650,12 @@ async def _prompt_build(
     )
     budget -= sum(turn_files.IMAGE_TOKENS for f in request.files if f.kind == "image")
     budget = max(0, budget)
-    messages += await prompts.history_messages(
-        progress.history, load_embed=load_embed, budget_tokens=budget
-    )
+    # A base model given earlier answers continues the transcript by repeating one of them
+    # (the bundled 270M model answered every later question with its first answer).
+    if not llm.is_base_model(tier=decided.tier, instance=request.instance):
+        messages += await prompts.history_messages(
+            progress.history, load_embed=load_embed, budget_tokens=budget
+        )
     messages.append(question)
     return messages
 

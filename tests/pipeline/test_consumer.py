@@ -195,6 +195,19 @@ async def test_a_base_model_main_tier_gets_the_short_header_in_the_message_langu
     assert "detected:" not in prompt
     assert llm_wire.requests[0]["body"]["temperature"] == 0
 
+    # A follow-up's prompt holds no earlier exchange (a base model would repeat its answer).
+    seven = {**chunk, "choices": [{"index": 0, "text": " 7.", "finish_reason": "stop"}]}
+    llm_wire.queue(WireReply([sse_body([seven])]))
+    await client.send(
+        type="message.send", chat_id=chat.pk, message_id=new_id(), content="Und 3 plus 4?"
+    )
+    later = await client.until("stream.done")
+    assert later[-1]["content"] == "7."
+    follow_up = llm_wire.requests[-1]["body"]["prompt"]
+    assert follow_up.endswith("\n\nQ: Und 3 plus 4?\nA:")
+    assert "17 mal 23" not in follow_up
+    assert "391" not in follow_up
+
 
 async def test_cache_miss_asks_the_client_for_history_then_answers(
     ws_client, chat, user, llm_script
