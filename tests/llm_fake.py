@@ -428,3 +428,14 @@ class SSEServer:
     def queue(self, *replies: WireReply) -> None:
         with self._lock:
             self.replies.extend(replies)
+
+
+class TierMapOnly:
+    """What the gateway reads of an instance: its tier map and id (no app model needed)."""
+
+    pk = 7
+    embedding_model = None
+    embedding_dimensions = None
+
+    def __init__(self, tier_map: dict[str, Any]) -> None:
+        self.tier_map = tier_map

@@ -15,6 +15,7 @@ from instances.models import Instance, tier_map_validate
 from openmates import llm
 from openmates.api_base import api_base_refusal
 from tests.chats.rest import signed_in_client
+from tests.llm_fake import TierMapOnly
 
 
 def _tiers(api_base: str) -> dict[str, Any]:
@@ -135,21 +136,12 @@ def test_a_host_name_resolving_to_a_link_local_address_is_refused(
     tier_map_validate(_tiers("http://127.0.0.1:11434/v1"))
 
 
-class _TierMapOnly:
-    pk = 7
-    embedding_model = None
-    embedding_dimensions = None
-
-    def __init__(self, tier_map: dict[str, Any]) -> None:
-        self.tier_map = tier_map
-
-
 async def test_the_gateway_refuses_a_stored_entry_and_falls_back_to_the_next(
     llm_script: Any,
 ) -> None:
     # A map saved before the rule: never validated, so the gateway judges it per call.
-    refused_only = _TierMapOnly(_tiers("http://169.254.169.254/latest"))
-    with_fallback = _TierMapOnly(
+    refused_only = TierMapOnly(_tiers("http://169.254.169.254/latest"))
+    with_fallback = TierMapOnly(
         {
             "standard": [
                 {"model": "openai/x", "api_base": "http://169.254.169.254/latest"},

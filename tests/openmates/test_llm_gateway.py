@@ -16,7 +16,7 @@ from django.db import connections
 from openmates import llm
 from openmates.llm_stream import Finish, StreamError, TextDelta, ToolCall, Usage
 from openmates.models import AICall
-from tests.llm_fake import WireReply, chat_chunk, sse_body
+from tests.llm_fake import TierMapOnly, WireReply, chat_chunk, sse_body
 
 USER = [{"role": "user", "content": "What is 2+2?"}]
 
@@ -229,22 +229,11 @@ async def test_instance_secret_supplies_the_key_and_its_absence_is_named(
     assert llm_script.requests[-1].api_key == "sk-instance-1"
 
 
-class _TierMapOnly:
-    """What the gateway reads of an instance: its tier map and id (no app model needed)."""
-
-    pk = 7
-    embedding_model = None
-    embedding_dimensions = None
-
-    def __init__(self, tier_map: dict[str, Any]) -> None:
-        self.tier_map = tier_map
-
-
 async def test_an_instance_entry_never_takes_its_key_from_the_environment(
     llm_script: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SCRIPTED_KEY", "sk-operator-env")
-    instance = _TierMapOnly({"fast": [{"model": "scripted/own", "secret": "SCRIPTED_KEY"}]})
+    instance = TierMapOnly({"fast": [{"model": "scripted/own", "secret": "SCRIPTED_KEY"}]})
 
     with pytest.raises(llm.LLMConfigurationError, match="SCRIPTED_KEY") as missing:
         await llm.complete(tier="fast", messages=USER, instance=instance)
@@ -261,7 +250,7 @@ async def test_a_streamed_call_and_an_embedding_take_the_passed_secrets(
     llm_script: Any, settings: Any
 ) -> None:
     settings.LLM_EMBEDDING_DIMENSIONS = 3
-    instance = _TierMapOnly({"standard": [{"model": "scripted/streamer", "secret": "KEY_S"}]})
+    instance = TierMapOnly({"standard": [{"model": "scripted/streamer", "secret": "KEY_S"}]})
     instance.embedding_model = "scripted/streamer"  # type: ignore[assignment]
     llm_script.reply(model="streamer", text=["hi"])
     llm_script.reply(model="streamer", embedding=[[1.0, 0.0, 0.0]])
